@@ -1,0 +1,20 @@
+"""User-facing errors: the CLI prints their message on one line and exits with code 2."""
+
+
+class ZooError(Exception):
+    """Base class for errors caused by user input (config, names, files); never a bug in zoo."""
+
+
+class ConfigError(ZooError):
+    """A config file or value is invalid."""
+
+
+class UnknownNameError(ZooError, KeyError):
+    """A registry lookup failed; the message lists what is registered and the closest match."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateNameError(ZooError):
+    """Two sources registered the same name in one registry."""

@@ -1,0 +1,133 @@
+"""Entropy, one-hot and log-probability helpers for categorical and (tanh-)Gaussian policies.
+
+Overview:
+    Small, numerically stable building blocks shared by the policy losses. Categorical helpers take
+    unnormalised ``logits`` of shape ``(..., N)``; Gaussian helpers take ``mu`` and ``sigma`` (standard
+    deviation, not log) of shape ``(..., D)``. ``reduce=True`` sums over the last (action) dimension,
+    ``reduce=False`` keeps one value per action dimension (SAC-ACE weights them).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+def _finite_log_softmax(logits: torch.Tensor, dim: int) -> torch.Tensor:
+    # Masked actions (logit -inf) have log-prob -inf; clamping keeps p * log p = 0 and its gradient finite.
+    return F.log_softmax(logits, dim=dim).clamp(min=torch.finfo(logits.dtype).min)
+
+
+def entropy(logits: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Entropy of the categorical distribution ``softmax(logits)``.
+
+    Overview:
+        Computed from ``log_softmax`` so it is stable for large logits, and finite (with finite
+        gradients) when some logits are ``-inf`` (masked actions).
+    Arguments:
+        - logits: unnormalised log-probabilities, shape ``(..., N)``.
+        - dim: the category dimension.
+    Returns:
+        - entropy: shape ``(...)``, in nats.
+    Examples:
+        >>> entropy(torch.zeros(2, 4))  # uniform over 4: log(4)
+        tensor([1.3863, 1.3863])
+    """
+    log_probs = _finite_log_softmax(logits, dim)
+    return -(log_probs.exp() * log_probs).sum(dim)
+
+
+def one_hot(index: torch.Tensor, num: int, num_first: bool = False) -> torch.Tensor:
+    """One-hot float encoding of integer ``index`` (DI-engine ``one_hot`` semantics).
+
+    Arguments:
+        - index: integer tensor of any shape ``S``.
+        - num: number of classes; every index must lie in ``[0, num)``.
+        - num_first: put the class dimension first (``(num, *S)``) instead of last (``(*S, num)``).
+    Returns:
+        - float32 tensor of shape ``(*S, num)`` or ``(num, *S)``.
+    """
+    if index.dtype.is_floating_point or index.dtype == torch.bool:
+        raise ValueError(f"index has dtype {index.dtype}, expected an integer tensor")
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= num):
+        raise ValueError(f"index has values outside [0, {num}): min {int(index.min())}, max {int(index.max())}")
+    encoded = F.one_hot(index.long(), num).float()
+    if num_first:
+        encoded = encoded.permute(-1, *range(encoded.dim() - 1))
+    return encoded
+
+
+def categorical_log_prob(logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Log-probability of integer ``action`` under ``softmax(logits)``.
+
+    Shapes: logits ``(..., N)``, action ``(...)`` -> ``(...)``.
+    """
+    if logits.shape[:-1] != action.shape:
+        raise ValueError(
+            f"action has shape {tuple(action.shape)}, expected the leading shape of logits {tuple(logits.shape[:-1])}"
+        )
+    log_probs = F.log_softmax(logits, dim=-1)
+    return log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+
+
+def gaussian_log_prob(
+    mu: torch.Tensor, sigma: torch.Tensor, action: torch.Tensor, reduce: bool = True
+) -> torch.Tensor:
+    """Log-density of ``action`` under the diagonal Gaussian ``N(mu, sigma^2)``.
+
+    Shapes: mu, sigma, action ``(..., D)`` (broadcastable) -> ``(...)`` when ``reduce`` else ``(..., D)``.
+    """
+    z = (action - mu) / sigma
+    per_dim = -0.5 * z.pow(2) - torch.log(sigma) - _LOG_SQRT_2PI
+    return per_dim.sum(-1) if reduce else per_dim
+
+
+def gaussian_entropy(sigma: torch.Tensor, reduce: bool = True) -> torch.Tensor:
+    """Entropy of the diagonal Gaussian with standard deviation ``sigma``: ``0.5 + log(sqrt(2 pi) sigma)``."""
+    per_dim = 0.5 + _LOG_SQRT_2PI + torch.log(sigma)
+    return per_dim.sum(-1) if reduce else per_dim
+
+
+def tanh_log_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
+    """Per-dimension ``log(1 - tanh(u)^2)``, computed as ``2 (log 2 - u - softplus(-2u))`` (stable for large |u|)."""
+    return 2.0 * (_LOG_2 - pre_tanh - F.softplus(-2.0 * pre_tanh))
+
+
+def tanh_gaussian_log_prob(
+    mu: torch.Tensor, sigma: torch.Tensor, pre_tanh: torch.Tensor, reduce: bool = True
+) -> torch.Tensor:
+    """Log-density of ``tanh(pre_tanh)`` where ``pre_tanh ~ N(mu, sigma^2)`` (SAC's squashed Gaussian).
+
+    Overview:
+        Takes the pre-squash sample ``u`` (not the action) to avoid ``atanh`` at the bounds:
+        ``log p(a) = log N(u; mu, sigma) - log(1 - tanh(u)^2)`` per dimension.
+    Shapes: ``(..., D)`` -> ``(...)`` when ``reduce`` else ``(..., D)``.
+    """
+    per_dim = gaussian_log_prob(mu, sigma, pre_tanh, reduce=False) - tanh_log_det_jacobian(pre_tanh)
+    return per_dim.sum(-1) if reduce else per_dim
+
+
+def sample_tanh_gaussian(
+    mu: torch.Tensor,
+    sigma: torch.Tensor,
+    deterministic: bool = False,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reparameterised sample from the squashed Gaussian.
+
+    Returns:
+        - action: ``tanh(u)`` in ``(-1, 1)``, shape ``(..., D)``.
+        - pre_tanh: ``u = mu + sigma * eps`` (``mu`` when deterministic), shape ``(..., D)``.
+        - log_prob_per_dim: ``tanh_gaussian_log_prob(mu, sigma, u, reduce=False)``, shape ``(..., D)``.
+    """
+    if deterministic:
+        pre_tanh = mu
+    else:
+        noise = torch.randn(mu.shape, dtype=mu.dtype, device=mu.device, generator=generator)
+        pre_tanh = mu + sigma * noise
+    return torch.tanh(pre_tanh), pre_tanh, tanh_gaussian_log_prob(mu, sigma, pre_tanh, reduce=False)
