@@ -1,0 +1,140 @@
+"""Gradient averaging and parameter broadcast over torch.distributed, with one flat buffer per dtype and device.
+
+Overview:
+    Synchronous data-parallel training (DPPO) averages gradients across workers after every backward pass and
+    starts every worker from the same weights. One collective call per parameter pays the per-call latency once
+    per tensor (tens of tensors for an MLP policy); copying the tensors into one contiguous buffer per
+    ``(dtype, device)`` pays it once per group, which matters most on CPU/gloo and for small networks
+    (see ``benchmarks/allreduce_bench.py``). Every function is a no-op outside an initialised process group, so
+    single-process code calls them unconditionally.
+
+    All ranks must pass the same parameters in the same order (the same model built the same way), as for
+    ``torch.nn.parallel.DistributedDataParallel``; the flat layout is derived from that order alone, so no extra
+    communication is spent agreeing on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+ModuleOrTensors = nn.Module | Iterable[torch.Tensor]
+
+
+def _is_active(group: dist.ProcessGroup | None) -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
+
+
+def world_info(group: dist.ProcessGroup | None = None) -> tuple[int, int]:
+    """This process's rank and the world size, or ``(0, 1)`` outside an initialised process group.
+
+    Arguments:
+        - group: the process group (default: the global one).
+    Returns:
+        - (rank, world_size): python ints.
+    Examples:
+        >>> world_info()  # in a plain single process
+        (0, 1)
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0, 1
+    return dist.get_rank(group), dist.get_world_size(group)
+
+
+def _group_by_dtype_and_device(tensors: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    # Dicts keep insertion order, so every rank builds the same groups in the same order.
+    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for tensor in tensors:
+        groups.setdefault((tensor.dtype, tensor.device), []).append(tensor)
+    return list(groups.values())
+
+
+def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([tensor.reshape(-1) for tensor in tensors])
+
+
+def _copy_back(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+    for tensor, chunk in zip(tensors, flat.split([tensor.numel() for tensor in tensors])):
+        tensor.copy_(chunk.view_as(tensor))
+
+
+def allreduce_grads(module_or_params: ModuleOrTensors, group: dist.ProcessGroup | None = None) -> None:
+    """Replace each parameter's ``.grad`` by its mean over the ranks of ``group`` (in place: the purpose).
+
+    Overview:
+        Gradients are grouped by ``(dtype, device)``, each group is concatenated into one flat buffer, summed
+        with a single ``all_reduce`` and divided by the world size (gloo has no ``ReduceOp.AVG``), and copied
+        back into the existing ``.grad`` tensors. Parameters with ``requires_grad=False`` are skipped.
+        A parameter whose ``.grad`` is ``None`` on this rank (e.g. a head not used by this rank's batch) counts
+        as a zero gradient, and is given a ``.grad`` holding the average. Ranks cannot know without another
+        collective whether the others had a gradient, so to keep every rank's buffer layout and result
+        identical this happens on every rank, even when no rank had one: after the call every trainable
+        parameter has a gradient. Optimisers with momentum (Adam) therefore still move such parameters; freeze
+        them with ``requires_grad=False`` if that matters.
+        Returns immediately, changing nothing, when torch.distributed is unavailable or not initialised or the
+        group has a single rank.
+    Arguments:
+        - module_or_params: an ``nn.Module`` (its ``parameters()``) or an iterable of parameters; the same
+          parameters in the same order on every rank.
+        - group: the process group (default: the global one).
+    Examples:
+        >>> loss.backward()
+        >>> allreduce_grads(model)
+        >>> optimizer.step()
+    """
+    if not _is_active(group):
+        return
+    params = list(module_or_params.parameters() if isinstance(module_or_params, nn.Module) else module_or_params)
+    grads = []
+    for param in params:
+        if not param.requires_grad:
+            continue
+        if param.grad is None:
+            param.grad = torch.zeros_like(param, memory_format=torch.contiguous_format)
+        elif param.grad.is_sparse:
+            raise ValueError("allreduce_grads supports dense gradients only; a parameter has a sparse .grad")
+        grads.append(param.grad)
+    world_size = dist.get_world_size(group)
+    with torch.no_grad():
+        for tensors in _group_by_dtype_and_device(grads):
+            flat = _flatten(tensors)
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+            flat.div_(world_size)
+            _copy_back(flat, tensors)
+
+
+def broadcast_params(module_or_params: ModuleOrTensors, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
+    """Overwrite parameters (and a module's buffers) on every rank with those of rank ``src`` (in place).
+
+    Overview:
+        Used once after building the model so that every worker starts from the same weights, and by learners
+        publishing weights. Tensors are grouped by ``(dtype, device)`` and sent as one flat buffer per group;
+        boolean buffers travel as uint8 because not every backend reduces booleans. Given a module, its buffers
+        (e.g. running statistics, observation normalisers registered as buffers) are broadcast too. A no-op when
+        torch.distributed is unavailable or not initialised, or the group has a single rank.
+    Arguments:
+        - module_or_params: an ``nn.Module`` (parameters and buffers) or an iterable of tensors/parameters;
+          the same tensors in the same order on every rank.
+        - src: global rank that holds the reference values.
+        - group: the process group (default: the global one).
+    Examples:
+        >>> model = build_model()  # possibly different random initialisation on each rank
+        >>> broadcast_params(model, src=0)
+    """
+    if not _is_active(group):
+        return
+    if isinstance(module_or_params, nn.Module):
+        tensors = [*module_or_params.parameters(), *module_or_params.buffers()]
+    else:
+        tensors = list(module_or_params)
+    with torch.no_grad():
+        for group_tensors in _group_by_dtype_and_device([tensor.detach() for tensor in tensors]):
+            flat = _flatten(group_tensors)
+            is_bool = flat.dtype == torch.bool
+            if is_bool:
+                flat = flat.to(torch.uint8)
+            dist.broadcast(flat, src=src, group=group)
+            _copy_back(flat.to(torch.bool) if is_bool else flat, group_tensors)
