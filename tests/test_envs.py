@@ -1,0 +1,312 @@
+"""zoo.envs: vector env construction (modes, NEXT_STEP autoreset, seeding) and the vector wrappers."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+from zoo.envs import (
+    EpisodeStats,
+    NormalizeObservation,
+    NormalizeReward,
+    make_env,
+    make_vector_env,
+    wrap_vector_env,
+)
+from zoo.errors import ConfigError, ZooError
+from zoo.registry import ENV_REGISTRY
+
+COUNTER = "zoo-test-counter"
+
+
+class CounterEnv(gym.Env):
+    """Observation ``[step in episode, episode index]``; reward ``k * (1 + action)`` at step ``k``.
+
+    Episode lengths are drawn from ``[min_length, max_length]`` with the env's seeded generator, so seeded
+    sub-envs finish at different, reproducible times.
+    """
+
+    def __init__(self, min_length: int = 1, max_length: int = 5) -> None:
+        self.observation_space = gym.spaces.Box(0.0, np.inf, shape=(2,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.min_length, self.max_length = min_length, max_length
+        self.episode = -1
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.step_in_episode, self.episode], dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode += 1
+        self.step_in_episode = 0
+        self.length = int(self.np_random.integers(self.min_length, self.max_length + 1))
+        return self._obs(), {}
+
+    def step(self, action):
+        self.step_in_episode += 1
+        reward = float(self.step_in_episode * (1 + int(action)))
+        return self._obs(), reward, self.step_in_episode >= self.length, False, {}
+
+
+@pytest.fixture
+def counter_env():
+    ENV_REGISTRY.register(COUNTER, CounterEnv, source="tests")
+    yield COUNTER
+    ENV_REGISTRY.unregister(COUNTER)
+
+
+def _rollout(venv, steps: int, action_seed: int = 0):
+    """Reset, then step with seeded random actions; return lists of observations and step results."""
+    rng = np.random.default_rng(action_seed)
+    obs, _ = venv.reset()
+    observations, results = [obs], []
+    for _ in range(steps):
+        actions = rng.integers(0, venv.single_action_space.n, size=venv.num_envs)
+        obs, reward, terminated, truncated, _ = venv.step(actions)
+        observations.append(obs)
+        results.append((reward, terminated, truncated))
+    return observations, results
+
+
+# --- factory ---------------------------------------------------------------------------------------------------
+
+
+def test_auto_mode_picks_vector_entry_point_for_cartpole_and_sync_for_pendulum():
+    cartpole = make_vector_env("CartPole-v1", 4)
+    pendulum = make_vector_env("Pendulum-v1", 2)
+    assert isinstance(cartpole.unwrapped, CartPoleVectorEnv)
+    assert isinstance(pendulum.unwrapped, gym.vector.SyncVectorEnv)
+    for venv in (cartpole, pendulum):
+        assert venv.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+        venv.close()
+
+
+def test_explicit_modes_and_errors():
+    assert isinstance(make_vector_env("CartPole-v1", 2, mode="sync").unwrapped, gym.vector.SyncVectorEnv)
+    with pytest.raises(ConfigError, match="valid modes are auto, sync, async, vector_entry_point"):
+        make_vector_env("CartPole-v1", 2, mode="threads")
+    with pytest.raises(ConfigError, match="no vector_entry_point"):
+        make_vector_env("Pendulum-v1", 2, mode="vector_entry_point")
+    with pytest.raises(ConfigError, match="num_envs"):
+        make_vector_env("CartPole-v1", 0)
+
+
+@pytest.mark.parametrize("mode", ["vector_entry_point", "sync", "async"])
+def test_next_step_autoreset_after_time_limit_on_cartpole(mode):
+    venv = make_vector_env("CartPole-v1", 3, seed=0, mode=mode, max_episode_steps=5)
+    _, results = _rollout(venv, 7)
+    venv.close()
+    rewards = np.array([r for r, _, _ in results])
+    truncated = np.array([t for _, _, t in results])
+    # 5 rewarded steps, truncation at the 5th, an autoreset step with reward 0, then the new episode.
+    np.testing.assert_array_equal(rewards[:, 0], [1, 1, 1, 1, 1, 0, 1])
+    np.testing.assert_array_equal(truncated[:, 0], [0, 0, 0, 0, 1, 0, 0])
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_next_step_semantics_on_counter_env(counter_env, mode):
+    venv = make_vector_env(
+        counter_env, 2, seed=1, mode=mode, env_kwargs={"min_length": 100, "max_length": 100}, max_episode_steps=5
+    )
+    obs, _ = venv.reset()
+    np.testing.assert_array_equal(obs, [[0, 0], [0, 0]])
+    for k in range(1, 6):
+        obs, reward, terminated, truncated, _ = venv.step(np.array([1, 0]))
+        np.testing.assert_array_equal(obs, [[k, 0], [k, 0]])
+        np.testing.assert_array_equal(reward, [2 * k, k])
+    np.testing.assert_array_equal(truncated, [True, True])  # the final observation [5, 0] came with it
+    np.testing.assert_array_equal(terminated, [False, False])
+    obs, reward, terminated, truncated, _ = venv.step(np.array([1, 1]))  # actions ignored: autoreset step
+    np.testing.assert_array_equal(obs, [[0, 1], [0, 1]])
+    np.testing.assert_array_equal(reward, [0, 0])
+    assert not terminated.any() and not truncated.any()
+    obs, reward, *_ = venv.step(np.array([1, 1]))
+    np.testing.assert_array_equal(obs, [[1, 1], [1, 1]])
+    np.testing.assert_array_equal(reward, [2, 2])
+    venv.close()
+
+
+def test_custom_factory_in_env_registry(counter_env):
+    env = make_env(counter_env, min_length=3, max_length=3)
+    assert isinstance(env, CounterEnv)
+    env.reset(seed=0)
+    assert env.length == 3
+    venv = make_vector_env(counter_env, 2, env_kwargs={"min_length": 2, "max_length": 2})
+    assert isinstance(venv.unwrapped, gym.vector.SyncVectorEnv)  # auto: factories use sync
+    _, results = _rollout(venv, 3)
+    np.testing.assert_array_equal([t for _, t, _ in results], [[0, 0], [1, 1], [0, 0]])
+    with pytest.raises(ConfigError, match="registry factory"):
+        make_vector_env(counter_env, 2, mode="vector_entry_point")
+
+
+def test_unknown_env_id_error_names_closest_ids():
+    with pytest.raises(ZooError) as error:
+        make_env("CartPol-v1")
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("unknown env 'CartPol-v1'")
+    assert "CartPole-v1" in message
+    with pytest.raises(ZooError, match="CartPole-v1"):
+        make_vector_env("CartPole-v9", 2)
+
+
+# --- seeding ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["vector_entry_point", "sync", "async"])
+def test_same_seed_same_observations(mode):
+    runs = []
+    for seed in (7, 7, 8):
+        venv = make_vector_env("CartPole-v1", 4, seed=seed, mode=mode)
+        observations, _ = _rollout(venv, 30)
+        actions = venv.action_space.sample()  # seeded by make_vector_env
+        runs.append((np.stack(observations), actions))
+        venv.close()
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    assert not np.array_equal(runs[0][0], runs[2][0])
+
+
+def test_sync_sub_env_i_is_seeded_with_seed_plus_i():
+    venv = make_vector_env("CartPole-v1", 3, seed=10, mode="sync")
+    obs, _ = venv.reset()
+    for i in range(3):
+        expected, _ = gym.make("CartPole-v1").reset(seed=10 + i)
+        np.testing.assert_array_equal(obs[i], expected)
+    # The stored seed is used once; an explicit seed wins.
+    explicit, _ = make_vector_env("CartPole-v1", 3, seed=99, mode="sync").reset(seed=10)
+    np.testing.assert_array_equal(explicit, obs)
+
+
+# --- EpisodeStats ----------------------------------------------------------------------------------------------
+
+
+def _reference_episodes(observations, results):
+    """Plain loop over raw steps: a step is real when the env's own step counter (obs[:, 0]) is >= 1."""
+    num_envs = observations[0].shape[0]
+    episodes, returns, lengths = [], [0.0] * num_envs, [0] * num_envs
+    for obs, (reward, terminated, truncated) in zip(observations[1:], results):
+        for i in range(num_envs):
+            if obs[i, 0] >= 1:
+                returns[i] += reward[i]
+                lengths[i] += 1
+            if terminated[i] or truncated[i]:
+                assert lengths[i] == obs[i, 0]
+                episodes.append((returns[i], lengths[i]))
+                returns[i], lengths[i] = 0.0, 0
+    return episodes
+
+
+def test_episode_stats_match_a_hand_loop(counter_env):
+    kwargs = {"min_length": 1, "max_length": 6}
+    stats = EpisodeStats(make_vector_env(counter_env, 3, seed=4, env_kwargs=kwargs), window=5)
+    assert stats.mean_return() is None
+    observations, results = _rollout(stats, 40)
+    raw_observations, raw_results = _rollout(make_vector_env(counter_env, 3, seed=4, env_kwargs=kwargs), 40)
+    np.testing.assert_array_equal(np.stack(observations), np.stack(raw_observations))
+    expected = _reference_episodes(raw_observations, raw_results)
+    # Episodes finishing at the same step are listed in env order by both.
+    assert stats.pop_finished() == expected
+    assert stats.episodes == len(expected) > 10
+    assert stats.pop_finished() == []
+    assert stats.mean_return() == pytest.approx(np.mean([r for r, _ in expected[-5:]]))
+    assert stats.mean_length() == pytest.approx(np.mean([n for _, n in expected[-5:]]))
+
+
+def test_episode_stats_on_cartpole_count_raw_rewards_under_reward_normalisation():
+    venv, stats = wrap_vector_env(make_vector_env("CartPole-v1", 4, seed=0), normalize_obs=True, normalize_reward=True)
+    _, results = _rollout(venv, 200)
+    episodes = stats.pop_finished()
+    assert len(episodes) > 10
+    for episode_return, length in episodes:
+        assert episode_return == length  # CartPole pays 1 per step: raw, not scaled
+    assert len(episodes) == sum(int((terminated | truncated).sum()) for _, terminated, truncated in results)
+
+
+# --- NormalizeObservation --------------------------------------------------------------------------------------
+
+
+def test_observation_statistics_equal_numpy_mean_and_var_of_all_observations():
+    env = NormalizeObservation(make_vector_env("Pendulum-v1", 3, seed=2, max_episode_steps=20), clip=2.0)
+    raw = make_vector_env("Pendulum-v1", 3, seed=2, max_episode_steps=20)
+    rng_a, rng_b = np.random.default_rng(0), np.random.default_rng(0)
+    normalized = [env.reset()[0]]
+    seen = [raw.reset()[0]]
+    for _ in range(50):  # crosses two time limits, so autoreset observations are included
+        normalized.append(env.step(rng_a.uniform(-2, 2, size=(3, 1)))[0])
+        seen.append(raw.step(rng_b.uniform(-2, 2, size=(3, 1)))[0])
+    all_obs = np.concatenate(seen).astype(np.float64)
+    assert env.obs_rms.data_count == len(all_obs) == 153
+    np.testing.assert_allclose(env.obs_rms.mean, all_obs.mean(axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(env.obs_rms.var, all_obs.var(axis=0), rtol=1e-5, atol=1e-6)
+    expected = np.clip((seen[-1] - env.obs_rms.mean) / np.sqrt(env.obs_rms.var + 1e-8), -2.0, 2.0)
+    assert normalized[-1].dtype == np.float32
+    np.testing.assert_allclose(normalized[-1], expected, rtol=1e-5, atol=1e-6)
+    assert env.single_observation_space.high[0] == 2.0
+
+
+def test_observation_state_dict_round_trip_and_frozen_evaluation_copy():
+    train = NormalizeObservation(make_vector_env("Pendulum-v1", 2, seed=0))
+    _rollout_continuous(train, 10)
+    evaluation = NormalizeObservation(make_vector_env("Pendulum-v1", 2, seed=5), training=False)
+    evaluation.load_state_dict(train.state_dict())
+    np.testing.assert_array_equal(evaluation.obs_rms.mean, train.obs_rms.mean)
+    np.testing.assert_array_equal(evaluation.obs_rms.var, train.obs_rms.var)
+    before = evaluation.obs_rms.state_dict()
+    _rollout_continuous(evaluation, 5)
+    assert evaluation.obs_rms.data_count == before["data_count"] == 22  # training=False: not updated
+    np.testing.assert_array_equal(evaluation.obs_rms.mean, before["data_mean"] * 22 / (22 + 1e-4))
+
+
+def _rollout_continuous(venv, steps: int) -> None:
+    venv.reset()
+    for _ in range(steps):
+        venv.step(np.zeros((venv.num_envs, 1), dtype=np.float32))
+
+
+# --- NormalizeReward -------------------------------------------------------------------------------------------
+
+
+def test_reward_normaliser_skips_autoreset_steps(counter_env):
+    gamma, kwargs = 0.9, {"min_length": 1, "max_length": 4}
+    venv = NormalizeReward(make_vector_env(counter_env, 3, seed=3, env_kwargs=kwargs), gamma=gamma, clip=100.0)
+    observations, scaled_results = _rollout(venv, 30)
+    raw_observations, raw_results = _rollout(make_vector_env(counter_env, 3, seed=3, env_kwargs=kwargs), 30)
+    np.testing.assert_array_equal(np.stack(observations), np.stack(raw_observations))
+    # Reference: discounted returns of real steps only (the env's step counter is >= 1), baselines order.
+    accumulators, seen_returns, expected_scaled = np.zeros(3), [], []
+    for obs, (reward, terminated, truncated) in zip(raw_observations[1:], raw_results):
+        real = obs[:, 0] >= 1
+        accumulators[real] = accumulators[real] * gamma + reward[real]
+        seen_returns.extend(accumulators[real])
+        prior, n = 1e-4, len(seen_returns)  # RunningMeanStd's pseudo-count: mean 0, var 1
+        data = np.array(seen_returns)
+        var = (data.var() * n + prior + data.mean() ** 2 * n * prior / (n + prior)) / (n + prior)
+        expected_scaled.append(np.where(real, np.clip(reward / np.sqrt(var + 1e-8), -100.0, 100.0), 0.0))
+        accumulators[terminated | truncated] = 0.0
+    autoreset_count = int(sum((~(obs[:, 0] >= 1)).sum() for obs in raw_observations[1:]))
+    assert autoreset_count > 5
+    assert venv.normalizer.return_rms.data_count == len(seen_returns) == 30 * 3 - autoreset_count
+    np.testing.assert_allclose(np.stack([r for r, _, _ in scaled_results]), np.stack(expected_scaled), rtol=1e-6)
+
+
+def test_reward_state_dict_round_trip():
+    venv = NormalizeReward(make_vector_env("CartPole-v1", 2, seed=0), gamma=0.95)
+    _rollout(venv, 40)
+    copy = NormalizeReward(make_vector_env("CartPole-v1", 2, seed=1))
+    copy.load_state_dict(venv.state_dict())
+    state, restored = venv.state_dict()["return_normalizer"], copy.state_dict()["return_normalizer"]
+    np.testing.assert_array_equal(restored["returns"], state["returns"])
+    assert restored["gamma"] == 0.95
+    assert restored["return_rms"]["data_count"] == state["return_rms"]["data_count"] > 0
+    np.testing.assert_array_equal(copy.normalizer.return_rms.var, venv.normalizer.return_rms.var)
+
+
+def test_wrappers_reject_same_step_autoreset():
+    same_step = gym.vector.SyncVectorEnv(
+        [lambda: gym.make("CartPole-v1")], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    with pytest.raises(ConfigError, match="NEXT_STEP"):
+        EpisodeStats(same_step)

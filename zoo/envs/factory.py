@@ -1,0 +1,215 @@
+"""Build single and vector environments from a name.
+
+A name is looked up first in zoo's ``ENV_REGISTRY`` (a factory called with keyword arguments, returning a
+``gymnasium.Env``) and then in gymnasium's registry. Vector environments always use gymnasium's
+``NEXT_STEP`` autoreset: when sub-env ``i`` ends at step ``t`` the observation returned at ``t`` is the final
+observation of that episode, and the next ``step()`` ignores env ``i``'s action, resets it and returns the new
+episode's first observation with reward 0 and ``terminated = truncated = False`` (an "autoreset step").
+
+Seeding: ``make_vector_env(..., seed=s)`` seeds the batched and single action spaces with ``s`` and makes the
+first ``reset()`` without an explicit seed behave as ``reset(seed=s)``. For ``sync`` and ``async`` vector envs
+this seeds sub-env ``i`` with ``s + i``; a ``vector_entry_point`` env (e.g. CartPole's numpy implementation) has
+one generator for the whole batch, seeded with ``s``. Either way the same seed gives the same observations.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import multiprocessing
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+from gymnasium.vector import AutoresetMode
+
+from ..errors import ConfigError, ZooError
+from ..registry import ENV_REGISTRY
+
+VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
+
+
+def _unknown_env_error(env_id: str) -> ZooError:
+    candidates = list(gym.registry) + ENV_REGISTRY.names()
+    close = difflib.get_close_matches(env_id, candidates, n=3, cutoff=0.4)
+    hint = f"closest ids: {', '.join(close)}" if close else "see gymnasium.pprint_registry() for the ids"
+    return ZooError(f"unknown env '{env_id}': neither in zoo's env registry nor gymnasium's; {hint}")
+
+
+def _gym_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """gymnasium's spec for ``env_id`` or a one-line ZooError with the closest ids."""
+    try:
+        return gym.spec(env_id)
+    except (gym.error.Error, ImportError) as err:
+        raise _unknown_env_error(env_id) from err
+
+
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """Build one environment.
+
+    Arguments:
+        env_id: a name in ``ENV_REGISTRY`` (its factory is called with ``kwargs``) or a gymnasium id
+            (``gym.make(env_id, **kwargs)``; ``max_episode_steps`` is accepted there).
+        kwargs: keyword arguments for the factory or for ``gym.make``.
+
+    Returns:
+        The environment.
+
+    Raises:
+        ZooError: ``env_id`` is unknown to both registries; the message names the closest ids.
+
+    Examples:
+        >>> env = make_env("CartPole-v1", max_episode_steps=50)
+    """
+    if env_id in ENV_REGISTRY:
+        return ENV_REGISTRY.get(env_id)(**kwargs)
+    _gym_spec(env_id)
+    return gym.make(env_id, **kwargs)
+
+
+def _build_single_env(
+    env_id: str, factory: Callable[..., gym.Env] | None, kwargs: dict[str, Any], max_episode_steps: int | None
+) -> gym.Env:
+    """Sub-env constructor for Sync/AsyncVectorEnv.
+
+    The factory object itself (not its name) is passed so that a spawned worker, whose ENV_REGISTRY may be
+    empty, can still build it.
+    """
+    if factory is None:
+        extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+        return gym.make(env_id, **kwargs, **extra)
+    env = factory(**kwargs)
+    if max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
+    return env
+
+
+def _async_context() -> str:
+    """Start method for AsyncVectorEnv workers.
+
+    fork is used where it is safe (Linux): workers only step numpy/gymnasium code (no torch threads, no CUDA),
+    start in milliseconds instead of re-importing torch and gymnasium (about a second each with spawn), and
+    see envs registered at run time in gymnasium's registry. macOS (fork-unsafe system libraries) and Windows
+    (no fork) use spawn; cloudpickle ships the sub-env constructor, including the zoo factory object.
+    """
+    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
+
+
+def _vector_entry_point_accepts(spec: gym.envs.registration.EnvSpec, names: set[str]) -> bool:
+    """Whether the spec's vector entry point takes every keyword in ``names``."""
+    creator = spec.vector_entry_point
+    if isinstance(creator, str):
+        creator = load_env_creator(creator)
+    try:
+        parameters = inspect.signature(creator).parameters
+    except (TypeError, ValueError):  # builtins without a signature: assume it takes what it is given
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True
+    return names <= set(parameters)
+
+
+def _resolve_mode(env_id: str, mode: str, env_kwargs: dict[str, Any], max_episode_steps: int | None) -> str:
+    if mode not in VECTOR_MODES:
+        raise ConfigError(f"invalid vector env mode '{mode}': valid modes are {', '.join(VECTOR_MODES)}")
+    if mode in ("sync", "async"):
+        return mode
+    if env_id in ENV_REGISTRY:
+        if mode == "vector_entry_point":
+            raise ConfigError(f"env '{env_id}' is a zoo registry factory: it has no vector_entry_point; use sync/async")
+        return "sync"
+    spec = _gym_spec(env_id)
+    keywords = set(env_kwargs) | ({"max_episode_steps"} if max_episode_steps is not None else set())
+    usable = spec.vector_entry_point is not None and _vector_entry_point_accepts(spec, keywords)
+    if mode == "auto":
+        # A vector entry point that cannot take the requested kwargs (or time limit) falls back to sync.
+        return "vector_entry_point" if usable else "sync"
+    if spec.vector_entry_point is None:
+        raise ConfigError(f"env '{env_id}' has no vector_entry_point; use mode 'auto', 'sync' or 'async'")
+    if not usable:
+        raise ConfigError(
+            f"the vector_entry_point of '{env_id}' does not accept {sorted(keywords)}; use mode 'sync' or 'async'"
+        )
+    return mode
+
+
+class _SeedFirstReset(gym.vector.VectorWrapper):
+    """Make the first ``reset()`` without a seed use the seed given to ``make_vector_env``."""
+
+    def __init__(self, env: gym.vector.VectorEnv, seed: int) -> None:
+        super().__init__(env)
+        self._pending_seed: int | None = seed
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Reset, using the stored seed once if none is given."""
+        if seed is None:
+            seed = self._pending_seed
+        self._pending_seed = None
+        return self.env.reset(seed=seed, options=options)
+
+
+def make_vector_env(
+    env_id: str,
+    num_envs: int,
+    seed: int | None = None,
+    mode: str = "auto",
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+) -> gym.vector.VectorEnv:
+    """Build a NEXT_STEP-autoreset vector environment of ``num_envs`` copies of ``env_id``.
+
+    Arguments:
+        env_id: a name in ``ENV_REGISTRY`` or a gymnasium id (see ``make_env``).
+        num_envs: number of sub-environments (>= 1).
+        seed: seeds the action spaces and the first ``reset()`` (sub-env ``i`` gets ``seed + i`` in sync/async;
+            see the module docstring). ``None`` leaves everything unseeded.
+        mode: ``"auto"`` (``vector_entry_point`` for a gymnasium id whose spec has one that accepts the
+            requested kwargs, otherwise ``"sync"``), ``"sync"`` (one process), ``"async"`` (one worker process
+            per sub-env) or ``"vector_entry_point"`` (the env's own batched implementation).
+        env_kwargs: keyword arguments for each sub-env's factory / ``gym.make``.
+        max_episode_steps: time limit per episode (truncation); overrides the spec's default.
+
+    Returns:
+        A ``gymnasium.vector.VectorEnv`` whose ``metadata["autoreset_mode"]`` is ``AutoresetMode.NEXT_STEP``.
+
+    Raises:
+        ConfigError: invalid ``mode``/``num_envs``, or a mode the env cannot provide.
+        ZooError: unknown ``env_id``.
+
+    Examples:
+        >>> venv = make_vector_env("CartPole-v1", num_envs=8, seed=0)
+        >>> obs, info = venv.reset()  # same as venv.reset(seed=0)
+        >>> obs.shape
+        (8, 4)
+    """
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    env_kwargs = dict(env_kwargs or {})
+    resolved = _resolve_mode(env_id, mode, env_kwargs, max_episode_steps)
+    if resolved == "vector_entry_point":
+        extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+        venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs, **extra)
+    else:
+        factory = ENV_REGISTRY.get(env_id) if env_id in ENV_REGISTRY else None
+        if factory is None:
+            _gym_spec(env_id)
+        build = functools.partial(_build_single_env, env_id, factory, env_kwargs, max_episode_steps)
+        env_fns = [build] * num_envs
+        if resolved == "sync":
+            venv = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+        else:
+            venv = gym.vector.AsyncVectorEnv(env_fns, context=_async_context(), autoreset_mode=AutoresetMode.NEXT_STEP)
+    if venv.metadata.get("autoreset_mode") != AutoresetMode.NEXT_STEP:
+        found = venv.metadata.get("autoreset_mode")
+        venv.close()
+        raise ConfigError(f"env '{env_id}' in mode '{resolved}' autoresets with {found}; zoo needs NEXT_STEP")
+    if seed is not None:
+        venv.action_space.seed(seed)
+        venv.single_action_space.seed(seed)
+        venv = _SeedFirstReset(venv, seed)
+    return venv

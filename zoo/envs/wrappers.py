@@ -1,0 +1,244 @@
+"""Vector-env wrappers: episode statistics and observation / reward normalisation.
+
+All three wrap a ``gymnasium.vector.VectorEnv`` with NEXT_STEP autoreset (see ``zoo.envs.factory``). Each one
+remembers which sub-envs finished (terminated or truncated) at the previous step; for those the current step
+is an *autoreset step* (action ignored, reward 0, first observation of the new episode). An autoreset step's
+reward counts in no episode's return or length and does not update reward statistics; its observation is a
+real observation and does update observation statistics.
+
+Order matters, innermost first:
+
+    EpisodeStats (raw rewards) -> NormalizeObservation -> NormalizeReward
+
+so that episode statistics see the environment's own rewards. ``wrap_vector_env`` applies them in that order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from ..errors import ConfigError
+from ..rl_utils.normalisation import ReturnNormalizer, RunningMeanStd
+
+
+class _NextStepWrapper(gym.vector.VectorWrapper):
+    """Base class: checks NEXT_STEP autoreset and tracks which sub-envs autoreset at the coming step."""
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        mode = env.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.NEXT_STEP:
+            raise ConfigError(f"{type(self).__name__} needs a NEXT_STEP autoreset vector env, got {mode}")
+        self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self._all_envs = np.ones(self.num_envs, dtype=bool)
+
+    def _reset_mask(self, options: dict[str, Any] | None) -> np.ndarray:
+        """Which sub-envs a ``reset(options=...)`` call resets (gymnasium's ``reset_mask`` option, else all)."""
+        mask = None if options is None else options.get("reset_mask")
+        if mask is None:
+            return np.ones(self.num_envs, dtype=bool)
+        return np.asarray(mask, dtype=bool).copy()  # the vector env pops and may reuse the caller's array
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Reset the wrapped env; the reset sub-envs start a fresh episode."""
+        mask = self._reset_mask(options)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._autoreset[mask] = False
+        self._on_reset(mask)
+        return self._observation(obs, mask), info
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step the wrapped env and apply this wrapper to the results."""
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        active = ~self._autoreset  # False where this step was an autoreset step
+        done = np.logical_or(terminated, truncated)
+        reward = self._on_step(reward, done, active)
+        self._autoreset = done
+        return self._observation(obs, self._all_envs), reward, terminated, truncated, info
+
+    # Hooks for subclasses.
+    def _on_reset(self, mask: np.ndarray) -> None:
+        pass
+
+    def _on_step(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
+        return reward
+
+    def _observation(self, obs: Any, fresh: np.ndarray) -> Any:
+        return obs
+
+
+class EpisodeStats(_NextStepWrapper):
+    """Per-episode return and length of the raw rewards; apply it innermost (before any normalisation).
+
+    Attributes:
+        episodes: number of episodes finished since construction.
+        recent: deque of ``(return, length)`` of the last ``window`` episodes.
+
+    Examples:
+        >>> venv = EpisodeStats(make_vector_env("CartPole-v1", num_envs=4, seed=0))
+        >>> obs, _ = venv.reset()
+        >>> for _ in range(100):
+        ...     obs, *_ = venv.step(venv.action_space.sample())
+        >>> venv.mean_return()  # None until some episode has finished
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, window: int = 100) -> None:
+        super().__init__(env)
+        self.recent: deque[tuple[float, int]] = deque(maxlen=window)
+        self.episodes = 0
+        self._finished: list[tuple[float, int]] = []
+        self._returns = np.zeros(self.num_envs, dtype=np.float64)
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+
+    def _on_reset(self, mask: np.ndarray) -> None:
+        # An episode cut short by a manual reset is discarded, not reported.
+        self._returns[mask] = 0.0
+        self._lengths[mask] = 0
+
+    def _on_step(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
+        self._returns[active] += np.asarray(reward, dtype=np.float64)[active]
+        self._lengths[active] += 1
+        for i in np.flatnonzero(done & active):
+            episode = (float(self._returns[i]), int(self._lengths[i]))
+            self.recent.append(episode)
+            self._finished.append(episode)
+            self.episodes += 1
+        self._returns[done] = 0.0
+        self._lengths[done] = 0
+        return reward
+
+    def mean_return(self) -> float | None:
+        """Mean return of the last ``window`` episodes, or None when none has finished."""
+        return float(np.mean([r for r, _ in self.recent])) if self.recent else None
+
+    def mean_length(self) -> float | None:
+        """Mean length of the last ``window`` episodes, or None when none has finished."""
+        return float(np.mean([n for _, n in self.recent])) if self.recent else None
+
+    def pop_finished(self) -> list[tuple[float, int]]:
+        """The ``(return, length)`` of episodes finished since the previous call, oldest first."""
+        finished, self._finished = self._finished, []
+        return finished
+
+
+class NormalizeObservation(_NextStepWrapper):
+    """Standardise Box observations with running statistics: ``clip((obs - mean) / sqrt(var + epsilon))``.
+
+    Arguments:
+        env: NEXT_STEP vector env with a Box observation space.
+        clip: bound of the normalised observations.
+        epsilon: added to the variance.
+        training: update ``obs_rms`` with every observation batch (reset and step). Evaluation envs use
+            ``training=False`` and either share the training statistics (``eval_env.obs_rms = train_env.obs_rms``)
+            or copy them (``eval_env.load_state_dict(train_env.state_dict())``).
+
+    Returns float32 observations; the observation spaces become ``Box(-clip, clip)``.
+    """
+
+    def __init__(
+        self, env: gym.vector.VectorEnv, clip: float = 10.0, epsilon: float = 1e-8, training: bool = True
+    ) -> None:
+        super().__init__(env)
+        space = env.single_observation_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ConfigError(f"NormalizeObservation needs a Box observation space, got {space}")
+        self.clip = float(clip)
+        self.epsilon = float(epsilon)
+        self.training = training
+        self.obs_rms = RunningMeanStd(shape=space.shape)
+        self.single_observation_space = gym.spaces.Box(-self.clip, self.clip, shape=space.shape, dtype=np.float32)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
+
+    def _observation(self, obs: Any, fresh: np.ndarray) -> np.ndarray:
+        if self.training:
+            # After a partial reset only the reset rows are new; the others were counted at the last step.
+            self.obs_rms.update(np.asarray(obs)[fresh])
+        return self.obs_rms.normalize(np.asarray(obs, dtype=np.float64), self.clip, self.epsilon).astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The observation statistics (picklable)."""
+        return {"obs_rms": self.obs_rms.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` output into ``obs_rms``."""
+        self.obs_rms.load_state_dict(state["obs_rms"])
+
+
+class NormalizeReward(_NextStepWrapper):
+    """Scale rewards by the running std of the discounted return (``ReturnNormalizer``), skipping autoreset steps.
+
+    ``done = terminated | truncated`` restarts the return accumulator. On an autoreset step the sub-env's reward
+    stays 0 and neither its accumulator nor the statistics move. Evaluation envs should not use this wrapper:
+    evaluation reports the raw returns of ``EpisodeStats``.
+    """
+
+    def __init__(
+        self, env: gym.vector.VectorEnv, gamma: float = 0.99, clip: float = 10.0, epsilon: float = 1e-8
+    ) -> None:
+        super().__init__(env)
+        self.normalizer = ReturnNormalizer(self.num_envs, gamma=gamma, epsilon=epsilon, clip=clip)
+
+    def _on_step(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
+        if active.all():
+            return self.normalizer(reward, done)
+        scaled = np.zeros_like(reward)
+        if active.any():
+            scaled[active] = self._scale_subset(reward[active], done[active], active)
+        return scaled
+
+    def _scale_subset(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
+        # ReturnNormalizer updates its statistics with every env's return, so the active envs go through a
+        # temporary normaliser that shares the real statistics object and holds their accumulators only.
+        state = self.normalizer.state_dict()
+        subset = ReturnNormalizer(int(active.sum()), gamma=state["gamma"], epsilon=state["epsilon"], clip=state["clip"])
+        subset.load_state_dict({**state, "num_envs": subset.num_envs, "returns": state["returns"][active]})
+        subset.return_rms = self.normalizer.return_rms
+        scaled = subset(reward, done)
+        returns = state["returns"]
+        returns[active] = subset.returns
+        self.normalizer.load_state_dict({**state, "returns": returns, "return_rms": subset.return_rms.state_dict()})
+        return scaled
+
+    def _on_reset(self, mask: np.ndarray) -> None:
+        # A reset starts new episodes: their accumulators restart at 0 (statistics are kept).
+        state = self.normalizer.state_dict()
+        state["returns"][mask] = 0.0
+        self.normalizer.load_state_dict(state)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The return normaliser's accumulators and statistics (picklable)."""
+        return {"return_normalizer": self.normalizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` output."""
+        self.normalizer.load_state_dict(state["return_normalizer"])
+
+
+def wrap_vector_env(
+    venv: gym.vector.VectorEnv,
+    normalize_obs: bool = False,
+    normalize_reward: bool = False,
+    gamma: float = 0.99,
+    clip_obs: float = 10.0,
+    clip_reward: float = 10.0,
+) -> tuple[gym.vector.VectorEnv, EpisodeStats]:
+    """Apply EpisodeStats -> NormalizeObservation -> NormalizeReward (innermost first), as requested.
+
+    Returns:
+        ``(wrapped_venv, stats)`` where ``stats`` is the EpisodeStats layer (raw-reward episode statistics).
+
+    Examples:
+        >>> venv, stats = wrap_vector_env(make_vector_env("Pendulum-v1", 4, seed=0), True, True)
+    """
+    stats = EpisodeStats(venv)
+    wrapped: gym.vector.VectorEnv = stats
+    if normalize_obs:
+        wrapped = NormalizeObservation(wrapped, clip=clip_obs)
+    if normalize_reward:
+        wrapped = NormalizeReward(wrapped, gamma=gamma, clip=clip_reward)
+    return wrapped, stats
