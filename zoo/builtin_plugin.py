@@ -1,0 +1,23 @@
+"""zoo's own plugin: built-in policies and pipelines register through the same hooks as third parties."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .hookspecs import hookimpl
+
+
+@hookimpl
+def register_policies(register: Callable[[str, Any], Any]) -> None:
+    from .policies import A2CPolicy, PPOPolicy
+
+    register("a2c", A2CPolicy)
+    register("ppo", PPOPolicy)
+
+
+@hookimpl
+def register_pipelines(register: Callable[[str, Any], Any]) -> None:
+    from .pipelines import SerialOnPolicyPipeline
+
+    register("serial_onpolicy", SerialOnPolicyPipeline)

@@ -1,0 +1,43 @@
+"""Terminal progress: a live line on a TTY, plain log lines (every few seconds) otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+
+class Progress:
+    """Shows env steps, SPS and the recent return; ``close`` ends the live line."""
+
+    def __init__(self, total_steps: int, log_every_s: float = 2.0, stream: TextIO | None = None) -> None:
+        self.total = total_steps
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.log_every_s = log_every_s
+        self._last = 0.0
+
+    def update(self, env_steps: int, row: dict[str, Any]) -> None:
+        now = time.monotonic()
+        forced = row.get("eval_return_mean") is not None
+        if not self.live and not forced and now - self._last < self.log_every_s:
+            return
+        self._last = now
+        fraction = min(env_steps / self.total, 1.0)
+        text = f"steps {env_steps:>9,d}/{self.total:,d} ({fraction:5.1%})  sps {row.get('sps', 0):>8,.0f}"
+        if row.get("episode_return_mean") is not None:
+            text += f"  return(100) {row['episode_return_mean']:8.2f}"
+        if row.get("eval_return_mean") is not None:
+            text += f"  eval {row['eval_return_mean']:8.2f}"
+        if self.live:
+            self.stream.write("\r" + text.ljust(100))
+            if forced:
+                self.stream.write("\n")
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()

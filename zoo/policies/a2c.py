@@ -1,0 +1,45 @@
+"""A2C (Mnih et al. 2016, synchronous): one gradient step per rollout on rl_utils' a2c_error."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..rl_utils import a2c_data, a2c_error, a2c_error_continuous
+from .actor_critic import OnPolicyActorCritic
+from .base import Rollout
+
+
+class A2CPolicy(OnPolicyActorCritic):
+    """Advantage actor-critic for Discrete and Box action spaces."""
+
+    default_config: ClassVar[dict[str, Any]] = {
+        **OnPolicyActorCritic.common_config,
+        "optimizer": "rmsprop",
+        "learning_rate": 7e-4,
+        "gae_lambda": 1.0,
+        "normalize_advantage": False,
+        "entropy_coef": 0.0,
+    }
+
+    def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
+        cfg = self.cfg
+        valid = batch.valid.reshape(-1)
+        obs = batch.obs.flatten(0, 1)[valid]
+        action = batch.action.flatten(0, 1)[valid]
+        advantage = batch.advantage.reshape(-1)[valid]
+        returns = batch.returns.reshape(-1)[valid]
+        if cfg.normalize_advantage and advantage.numel() > 1:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        lr = self._set_learning_rate(progress)
+        output, value = self.model(obs)
+        data = a2c_data(output, action, value, advantage, returns, None)
+        loss = a2c_error(data) if self.discrete else a2c_error_continuous(data)
+        total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
+        grad_norm = self._step(total)
+        return {
+            "policy_loss": loss.policy_loss.item(),
+            "value_loss": loss.value_loss.item(),
+            "entropy": loss.entropy_loss.item(),
+            "grad_norm": grad_norm,
+            "learning_rate": lr,
+        }

@@ -1,0 +1,81 @@
+"""PPO (Schulman et al. 2017): clipped surrogate, optional value clip and dual clip, minibatch epochs."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+from ..rl_utils import ppo_data, ppo_data_continuous, ppo_error, ppo_error_continuous
+from .actor_critic import OnPolicyActorCritic
+from .base import Rollout
+
+
+class PPOPolicy(OnPolicyActorCritic):
+    """Proximal Policy Optimization for Discrete and Box action spaces."""
+
+    default_config: ClassVar[dict[str, Any]] = {
+        **OnPolicyActorCritic.common_config,
+        "clip_ratio": 0.2,
+        "anneal_clip": False,
+        "value_clip": False,
+        "dual_clip": None,
+        "epochs": 10,
+        "minibatch_size": 64,
+        "target_kl": None,
+    }
+    config_ranges: ClassVar[dict[str, tuple[float | None, float | None]]] = {
+        **OnPolicyActorCritic.config_ranges,
+        "clip_ratio": (0.0, 1.0),
+        "epochs": (1, None),
+        "minibatch_size": (1, None),
+    }
+
+    def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
+        cfg = self.cfg
+        valid = batch.valid.reshape(-1)
+        obs = batch.obs.flatten(0, 1)[valid]
+        action = batch.action.flatten(0, 1)[valid]
+        behaviour = batch.policy_output.flatten(0, 1)[valid]
+        value_old = batch.value.reshape(-1)[valid]
+        advantage = batch.advantage.reshape(-1)[valid]
+        returns = batch.returns.reshape(-1)[valid]
+        lr = self._set_learning_rate(progress)
+        clip = cfg.clip_ratio * (1.0 - progress if cfg.anneal_clip else 1.0)
+        clip = max(clip, 1e-8)
+        count = obs.shape[0]
+        totals = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
+        updates, stop = 0, False
+        for _ in range(cfg.epochs):
+            order = torch.randperm(count)
+            for start in range(0, count, cfg.minibatch_size):
+                index = order[start : start + cfg.minibatch_size]
+                adv = advantage[index]
+                if cfg.normalize_advantage and len(index) > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                output, value_new = self.model(obs[index])
+                old = self.unpack_policy_output(behaviour[index])
+                if self.discrete:
+                    data = ppo_data(output, old, action[index], value_new, value_old[index], adv, returns[index], None)
+                    loss, info = ppo_error(data, clip, cfg.value_clip, cfg.dual_clip)
+                else:
+                    data = ppo_data_continuous(
+                        output, old, action[index], value_new, value_old[index], adv, returns[index], None
+                    )
+                    loss, info = ppo_error_continuous(data, clip, cfg.value_clip, cfg.dual_clip)
+                total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
+                self._step(total)
+                updates += 1
+                totals["policy_loss"] += loss.policy_loss.item()
+                totals["value_loss"] += loss.value_loss.item()
+                totals["entropy"] += loss.entropy_loss.item()
+                totals["approx_kl"] += info.approx_kl
+                totals["clipfrac"] += info.clipfrac
+                if cfg.target_kl is not None and info.approx_kl > 1.5 * cfg.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        metrics = {key: value / max(updates, 1) for key, value in totals.items()}
+        metrics.update(learning_rate=lr, updates=float(updates))
+        return metrics
