@@ -82,7 +82,10 @@ def gae_cases(value, next_value, reward, done):
         from ding.rl_utils import gae_data as ding_gae_data
 
         # DI-engine's gae overwrites next_value in place, so it gets a fresh copy each call.
-        cases["DI-engine"] = lambda: ding_gae(ding_gae_data(value, next_value.clone(), reward, done, done), GAMMA, LAMBDA)
+        def ding() -> torch.Tensor:
+            return ding_gae(ding_gae_data(value, next_value.clone(), reward, done, done), GAMMA, LAMBDA)
+
+        cases["DI-engine"] = ding
     except ImportError:
         pass
     try:
