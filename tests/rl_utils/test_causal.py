@@ -265,12 +265,13 @@ def test_action_weights_accept_tensors_and_column_rewards_without_mutation():
 
 
 def test_action_weights_degenerate_columns():
-    states, actions, rewards = reward_dataset(rows=2000)
+    states, actions, rewards = reward_dataset(rows=2000, a1=0.0)
+    rewards = rewards + 1.0 * actions[:, 3]
     states = np.column_stack([states, np.zeros(len(states))])  # an always-zero observation
     actions = actions.copy()
-    actions[:, 3] = 0.5  # an action dimension that never moves: effect 0
+    actions[:, 1] = 0.5  # an action dimension that never moves: effect 0
     weights = causal_action_weights(states, actions, rewards)
-    np.testing.assert_allclose(weights, 4 * softmax(np.array([2.0, 0.1, 0.0, 0.0])), atol=0.05)
+    np.testing.assert_allclose(weights, 4 * softmax(np.array([2.0, 0.0, 0.0, 1.0])), atol=0.05)
     np.testing.assert_array_equal(causal_action_weights(states, actions, np.zeros(len(states))), np.ones(4))
 
 

@@ -11,10 +11,11 @@ Overview:
     Ji et al. 2024), and ``causal_weighted_log_prob`` applies the weights to per-dimension log-probabilities, which
     is how SAC-ACE replaces the entropy term ``-log pi(a|s)`` with a causality-weighted one.
 
-    Speed: every step of the order search scores all ordered pairs of the remaining variables at once, as one
-    ``(rows, p, p)`` array processed in cache-sized blocks of rows, and each entropy is computed once per step
-    instead of once per pair. The transcendental work runs in float32 by default (numpy vectorises float32
-    ``exp``/``log`` with SIMD but not float64 on most CPUs); sums are accumulated in float64.
+    Speed: every step of the order search scores all ordered pairs of the remaining variables at once: one matrix
+    product per cache-sized block of rows gives the residuals of all pairs, and each entropy is computed once per
+    step instead of once per pair as lingam does. The transcendental work runs in float32 by default (numpy
+    vectorises float32 ``exp``/``log`` with SIMD but not float64 on most CPUs); sums are accumulated in float64.
+    On 10000 x 24 data with one thread this is about 20x faster than lingam 1.13 (``benchmarks/causal_bench.py``).
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from collections import namedtuple
 import numpy as np
 import torch
 
+# What direct_lingam returns: the causal order (causes first) and the weighted adjacency B (B[i, j]: effect j -> i).
 lingam_result = namedtuple("lingam_result", ["causal_order", "adjacency"])
 
 # Constants of the maximum-entropy approximation H(u) ~ H(gauss) - k1 (E log cosh u - gamma)^2 - k2 (E u e^{-u^2/2})^2
 # for standardised u (Hyvärinen 1998); the Gaussian constant cancels in every difference and is left out.
 _K1, _K2, _GAMMA = 79.047, 7.4129, 0.37457
 _LOG_2 = math.log(2.0)
-# Elements per block of the (rows, p, p) pair array: about 0.5 MB in float32, so the temporaries stay in L2 cache.
+# Elements per (rows, pairs) block of residuals: about 0.5 MB in float32, so the temporaries stay in L2 cache.
 _BLOCK_ELEMENTS = 1 << 17
 # Pair columns per weight matrix (p x chunk): bounds memory for large p, where p^3 weights would not fit.
 _PAIR_CHUNK = 4096
@@ -191,6 +193,8 @@ def _standardised_coefficients(correlation: np.ndarray, target: int, predictors:
     # Adaptive lasso: scaling predictor k by |ols_k| makes weak predictors enter the path late; the path's
     # supports are then ranked by BIC of their OLS refit, n log(RSS/n) + |S| log n (RSS/n = 1 for the empty set).
     candidates = [p for p, b in zip(predictors, ols) if b != 0.0]
+    if not candidates:
+        return {}
     weight = np.abs(ols[[predictors.index(p) for p in candidates]])
     gram = correlation[np.ix_(candidates, candidates)] * np.outer(weight, weight)
     best_support: list[int] = []
