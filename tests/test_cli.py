@@ -110,3 +110,16 @@ def test_list_shows_builtins(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "ppo" in out and "a2c" in out and "built-in" in out and "serial_onpolicy" in out
+
+
+def test_eval_restores_observation_normalisation(tmp_path, capsys):
+    body = (
+        "config = dict(exp_name='norm', env=dict(id='Pendulum-v1'), policy=dict(type='ppo', epochs=1),\n"
+        "              pipeline=dict(normalize_obs=True, normalize_reward=True))\n"
+    )
+    cfg = _config(tmp_path, body)
+    assert _run(tmp_path, "--config", str(cfg), *TINY, "--set", "pipeline.max_env_steps=64") == 0
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "runs" / "norm"), "--episodes", "2"]) == 0
+    fields = dict(part.split("=") for part in capsys.readouterr().out.strip().splitlines()[-1].split())
+    assert -2000.0 < float(fields["mean_return"]) <= 0.0  # Pendulum returns lie in about [-1700, 0]
