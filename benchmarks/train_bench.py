@@ -1,0 +1,108 @@
+"""Wall-clock time to solve CartPole-v1 (100-episode training mean >= 475): zoo vs Stable-Baselines3, one run.
+
+Usage:
+    python benchmarks/train_bench.py [--algos ppo a2c] [--seeds 0] [--budget 500000]
+
+Stable-Baselines3 is optional (never a zoo dependency): when importable, it trains with the rl-zoo
+hyper-parameters for CartPole-v1 and stops at the same criterion, in the same process, one torch thread each.
+Also printed: zoo's collection throughput as a fraction of the raw vector env stepped with random actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from zoo.envs import make_vector_env  # noqa: E402
+from zoo.experiment import train  # noqa: E402
+
+TARGET = 475.0
+
+
+def zoo_time(algo: str, seed: int, budget: int) -> tuple[float, int, bool]:
+    with tempfile.TemporaryDirectory() as runs:
+        summary = train(ROOT / "configs" / f"{algo}_cartpole.py",
+                        [f"runs_dir={runs}", f"seed={seed}", f"pipeline.max_env_steps={budget}"])
+    return summary["wall_time"], summary["env_steps"], summary["reason"] == "stop_return"
+
+
+def sb3_time(algo: str, seed: int, budget: int) -> tuple[float, int, bool] | None:
+    try:
+        from stable_baselines3 import A2C, PPO
+        from stable_baselines3.common.callbacks import BaseCallback
+        from stable_baselines3.common.env_util import make_vec_env
+    except ImportError:
+        return None
+
+    class StopAtTarget(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.returns: deque[float] = deque(maxlen=100)
+            self.solved = False
+
+        def _on_step(self) -> bool:
+            for info in self.locals.get("infos", []):
+                if "episode" in info:
+                    self.returns.append(info["episode"]["r"])
+            self.solved = len(self.returns) == 100 and float(np.mean(self.returns)) >= TARGET
+            return not self.solved
+
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+    if algo == "ppo":  # rl-zoo hyperparams/ppo.yml, CartPole-v1
+        model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                    ent_coef=0.0, learning_rate=lambda f: 1e-3 * f, clip_range=lambda f: 0.2 * f, seed=seed,
+                    device="cpu", verbose=0)
+    else:  # rl-zoo hyperparams/a2c.yml, CartPole-v1
+        model = A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu", verbose=0)
+    callback = StopAtTarget()
+    start = time.perf_counter()
+    model.learn(total_timesteps=budget, callback=callback)
+    return time.perf_counter() - start, model.num_timesteps, callback.solved
+
+
+def raw_env_sps(steps: int = 20_000, num_envs: int = 8) -> float:
+    venv = make_vector_env("CartPole-v1", num_envs, seed=0)
+    venv.reset(seed=0)
+    rng = np.random.default_rng(0)
+    start = time.perf_counter()
+    for _ in range(steps // num_envs):
+        venv.step(rng.integers(0, 2, size=num_envs))
+    return steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algos", nargs="+", default=["ppo", "a2c"], choices=["ppo", "a2c"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--budget", type=int, default=500_000)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    print(f"{'algo':<5} {'seed':>4} {'zoo s':>8} {'zoo steps':>10} {'sb3 s':>8} {'sb3 steps':>10} {'zoo/sb3':>8}")
+    for algo in args.algos:
+        for seed in args.seeds:
+            zoo_s, zoo_steps, zoo_ok = zoo_time(algo, seed, args.budget)
+            sb3 = sb3_time(algo, seed, args.budget)
+            sb3_text, ratio = f"{'n/a':>8} {'n/a':>10}", "n/a"
+            if sb3 is not None:
+                sb3_s, sb3_steps, sb3_ok = sb3
+                sb3_text = f"{sb3_s:8.1f}{'' if sb3_ok else '*'} {sb3_steps:>10,d}"
+                ratio = f"{zoo_s / sb3_s:.2f}"
+            print(f"{algo:<5} {seed:>4} {zoo_s:8.1f}{'' if zoo_ok else '*'} {zoo_steps:>10,d} {sb3_text} {ratio:>8}")
+    raw = raw_env_sps()
+    print(f"\nraw CartPole-v1 vector env (8 copies, random actions): {raw:,.0f} steps/s")
+    print("(* = did not reach the target within the budget; zoo's own SPS is in each run's metrics.csv)")
+
+
+if __name__ == "__main__":
+    main()
