@@ -1,7 +1,8 @@
 """One short learning test per algorithm: fixed seed, one thread, small budget, threshold with margin.
 
 Random play on CartPole-v1 scores ~22; the thresholds sit far above that and well below what the seeded runs
-reach (PPO ~270 at 50k steps, A2C ~240 at 30k steps when measured), so they hold on every run.
+reach (PPO ~410 at 65k steps, A2C ~240 at 30k steps when measured; the learning rate anneals over the
+budget, so the budget is part of the test), so they hold on every run.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 @pytest.mark.parametrize(
     ("config", "budget", "threshold"),
-    [("ppo_cartpole.py", 50_000, 150.0), ("a2c_cartpole.py", 30_000, 100.0)],
+    [("ppo_cartpole.py", 65_000, 200.0), ("a2c_cartpole.py", 30_000, 100.0)],
 )
 def test_learns_cartpole(tmp_path, config, budget, threshold):
     summary = train(
