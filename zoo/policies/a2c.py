@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from ..rl_utils import a2c_data, a2c_error, a2c_error_continuous
 from .actor_critic import OnPolicyActorCritic
-from .base import Rollout
+from .base import Rollout, normalize_advantage
 
 
 class A2CPolicy(OnPolicyActorCritic):
@@ -23,13 +23,9 @@ class A2CPolicy(OnPolicyActorCritic):
 
     def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
         cfg = self.cfg
-        valid = batch.valid.reshape(-1)
-        obs = batch.obs.flatten(0, 1)[valid]
-        action = batch.action.flatten(0, 1)[valid]
-        advantage = batch.advantage.reshape(-1)[valid]
-        returns = batch.returns.reshape(-1)[valid]
-        if cfg.normalize_advantage and advantage.numel() > 1:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
+        obs, action, returns = samples.obs, samples.action, samples.returns
+        advantage = normalize_advantage(samples.advantage) if cfg.normalize_advantage else samples.advantage
         lr = self._set_learning_rate(progress)
         output, value = self.model(obs)
         data = a2c_data(output, action, value, advantage, returns, None)

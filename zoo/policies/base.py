@@ -61,6 +61,21 @@ class Rollout:
     advantage: torch.Tensor | None = None
     returns: torch.Tensor | None = None
 
+    def valid_samples(self) -> Rollout:
+        """The valid transitions flattened to ``(N, ...)``: autoreset steps (action ignored) are dropped."""
+        valid = self.valid.reshape(-1)
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return Rollout(**{
+            name: None if tensor is None else tensor.flatten(0, 1)[valid] for name, tensor in fields.items()
+        })
+
+
+def normalize_advantage(advantage: torch.Tensor) -> torch.Tensor:
+    """Zero mean, unit std (left unchanged for a single sample, whose std is undefined)."""
+    if advantage.numel() < 2:
+        return advantage
+    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+
 
 class Policy:
     """Base class: subclasses set ``default_config`` and implement the methods below."""

@@ -8,7 +8,7 @@ import torch
 
 from ..rl_utils import ppo_data, ppo_data_continuous, ppo_error, ppo_error_continuous
 from .actor_critic import OnPolicyActorCritic
-from .base import Rollout
+from .base import Rollout, normalize_advantage
 
 
 class PPOPolicy(OnPolicyActorCritic):
@@ -33,13 +33,9 @@ class PPOPolicy(OnPolicyActorCritic):
 
     def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
         cfg = self.cfg
-        valid = batch.valid.reshape(-1)
-        obs = batch.obs.flatten(0, 1)[valid]
-        action = batch.action.flatten(0, 1)[valid]
-        behaviour = batch.policy_output.flatten(0, 1)[valid]
-        value_old = batch.value.reshape(-1)[valid]
-        advantage = batch.advantage.reshape(-1)[valid]
-        returns = batch.returns.reshape(-1)[valid]
+        samples = batch.valid_samples()
+        obs, action, behaviour = samples.obs, samples.action, samples.policy_output
+        value_old, advantage, returns = samples.value, samples.advantage, samples.returns
         lr = self._set_learning_rate(progress)
         clip = cfg.clip_ratio * (1.0 - progress if cfg.anneal_clip else 1.0)
         clip = max(clip, 1e-8)
@@ -51,8 +47,8 @@ class PPOPolicy(OnPolicyActorCritic):
             for start in range(0, count, cfg.minibatch_size):
                 index = order[start : start + cfg.minibatch_size]
                 adv = advantage[index]
-                if cfg.normalize_advantage and len(index) > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                if cfg.normalize_advantage:
+                    adv = normalize_advantage(adv)
                 output, value_new = self.model(obs[index])
                 old = self.unpack_policy_output(behaviour[index])
                 if self.discrete:

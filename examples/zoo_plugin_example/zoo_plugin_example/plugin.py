@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from zoo.hookspecs import hookimpl
 from zoo.policies.actor_critic import OnPolicyActorCritic
-from zoo.policies.base import Rollout
+from zoo.policies.base import Rollout, normalize_advantage
 from zoo.rl_utils import a2c_data, a2c_error, a2c_error_continuous
 
 
@@ -35,13 +35,9 @@ class ReinforceBaselinePolicy(OnPolicyActorCritic):
 
     def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
         cfg = self.cfg
-        valid = batch.valid.reshape(-1)  # drop autoreset steps (their action was ignored by the env)
-        obs = batch.obs.flatten(0, 1)[valid]
-        action = batch.action.flatten(0, 1)[valid]
-        advantage = batch.advantage.reshape(-1)[valid]
-        returns = batch.returns.reshape(-1)[valid]
-        if cfg.normalize_advantage and advantage.numel() > 1:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
+        obs, action, returns = samples.obs, samples.action, samples.returns
+        advantage = normalize_advantage(samples.advantage) if cfg.normalize_advantage else samples.advantage
         if cfg.advantage_clip > 0:
             advantage = advantage.clamp(-cfg.advantage_clip, cfg.advantage_clip)
         lr = self._set_learning_rate(progress)
