@@ -93,18 +93,34 @@ def vtrace_nstep_return(
         raise ValueError(f"bootstrap_values has shape {tuple(bootstrap_values.shape)}, expected (T+1, B) = {expected}")
     with torch.no_grad():
         values = bootstrap_values.detach()
-        discount, trace, next_value = _episode_terms(reward, values, gamma, done, traj_flag, next_value)
-        if values.device.type == "cpu" and done is None and traj_flag is None and not torch.is_tensor(gamma):
-            # Plain DI-engine call on CPU: numpy has a fraction of torch's per-call overhead.
-            dtype = compute_dtype(values.dtype)
-            rho, c, r, v = (numpy_view(x, dtype) for x in (clipped_rhos, clipped_cs, reward, values))
-            nv = numpy_view(next_value, dtype)
-            deltas = rho * (r + gamma * nv - v[:-1])
-            correction = scan_numpy_inplace((gamma * lambda_) * c, deltas)
-            return torch.from_numpy(v[:-1] + correction).to(values.dtype)
-        deltas = clipped_rhos * (reward + discount * next_value - values[:-1])
-        correction = backward_linear_recurrence(discount * lambda_ * clipped_cs * trace, deltas)
-        return values[:-1] + correction
+        terms = _episode_terms(reward, values, gamma, done, traj_flag, next_value)
+        plain = done is None and traj_flag is None and not torch.is_tensor(gamma)
+        return _vtrace_targets(clipped_rhos, clipped_cs, reward, values, gamma, lambda_, terms, plain)
+
+
+def _vtrace_targets(
+    clipped_rhos: torch.Tensor,
+    clipped_cs: torch.Tensor,
+    reward: torch.Tensor,
+    values: torch.Tensor,
+    gamma: Discount,
+    lambda_: float,
+    terms: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    plain: bool,
+) -> torch.Tensor:
+    """V-trace targets from checked inputs and ``_episode_terms``; ``plain``: no episode ends, scalar gamma."""
+    discount, trace, next_value = terms
+    if values.device.type == "cpu" and plain:
+        # Plain DI-engine call on CPU: numpy has a fraction of torch's per-call overhead.
+        dtype = compute_dtype(values.dtype)
+        rho, c, r, v = (numpy_view(x, dtype) for x in (clipped_rhos, clipped_cs, reward, values))
+        nv = numpy_view(next_value, dtype)
+        deltas = rho * (r + gamma * nv - v[:-1])
+        correction = scan_numpy_inplace((gamma * lambda_) * c, deltas)
+        return torch.from_numpy(v[:-1] + correction).to(values.dtype)
+    deltas = clipped_rhos * (reward + discount * next_value - values[:-1])
+    correction = backward_linear_recurrence(discount * lambda_ * clipped_cs * trace, deltas)
+    return values[:-1] + correction
 
 
 def vtrace_advantage(
@@ -167,11 +183,14 @@ def _vtrace_error(
         raise ValueError(f"value has shape {tuple(value.shape)}, expected (T+1, B) = {expected}")
     with torch.no_grad():
         values = value.detach()
-        vs = vtrace_nstep_return(
+        check_same_shape("clipped_rhos", importance, "reward", reward)
+        terms = _episode_terms(reward, values, gamma, done, traj_flag, next_value)
+        plain = done is None and traj_flag is None and not torch.is_tensor(gamma)
+        vs = _vtrace_targets(
             importance.clamp(max=rho_clip_ratio), importance.clamp(max=c_clip_ratio), reward, values, gamma, lambda_,
-            done=done, traj_flag=traj_flag, next_value=next_value,
+            terms, plain,
         )
-        discount, trace, bootstrap = _episode_terms(reward, values, gamma, done, traj_flag, next_value)
+        discount, trace, bootstrap = terms
         # v[t+1] inside an episode; the bootstrapped value where the trace ends (0 once terminated via discount).
         vs_next = torch.cat([vs[1:], values[-1:]], 0)
         vs_next = trace * vs_next + (1.0 - trace) * bootstrap
