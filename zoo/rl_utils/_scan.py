@@ -75,7 +75,7 @@ def backward_linear_recurrence(
     if last is not None and inputs.shape[0] > 0:
         inputs = inputs.clone()
         inputs[-1] += coeff[-1] * last.detach()
-    dtype = inputs.dtype if inputs.dtype in (torch.float32, torch.float64) else torch.float32
+    dtype = compute_dtype(inputs.dtype)
     if inputs.shape[0] == 0:
         return inputs.to(dtype).clone()
     if inputs.device.type == "cpu":
