@@ -1,13 +1,13 @@
 """Speed of zoo's gae and V-trace targets against plain loops, DI-engine and TorchRL, measured in one run.
 
 Usage:
-    python benchmarks/rl_utils_bench.py [--quick]
+    python benchmarks/rl_utils_bench.py [--quick] [--numpy-scan]
 
 DI-engine (0.5.3) and TorchRL are optional: each is timed when importable (e.g. run this file with the
 interpreter of a separate virtualenv where they are installed). Everything runs with one torch thread, on
 float32 (T, B) inputs with episode ends at random (~2% of steps). Printed: median milliseconds per call and
 the speed-up of zoo over each peer (peer time / zoo time), plus whether the targets hold: >= 5x over DI-engine
-and >= 2x over the best plain loop.
+and >= 2x over the best plain loop. The header says whether zoo's compiled loops or its numpy scan ran.
 """
 
 from __future__ import annotations
@@ -141,6 +141,9 @@ def check_agreement(cases: dict, reference: torch.Tensor, name: str) -> None:
 
 def run(budget_s: float) -> bool:
     torch.set_num_threads(1)
+    from zoo.rl_utils._scan import kernels_available
+
+    print("zoo backend:", "compiled loops (_ckernels)" if kernels_available() else "numpy scan (no _ckernels)")
     ok = True
     for title, builder in (("gae", "gae"), ("V-trace targets", "vtrace")):
         print(f"\n== {title}: median ms per call (speed-up of zoo = peer / zoo) ==")
@@ -181,5 +184,10 @@ def run(budget_s: float) -> bool:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter timing budget per case")
+    parser.add_argument("--numpy-scan", action="store_true", help="time zoo's fallback without the C extension")
     args = parser.parse_args()
+    if args.numpy_scan:
+        from zoo.rl_utils import _scan
+
+        _scan._ckernels = None
     run(0.05 if args.quick else 0.3)

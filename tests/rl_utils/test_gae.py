@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 
 from zoo.rl_utils.gae import gae, gae_data
 
+# Every test here runs on both recurrence backends (compiled loops and the numpy scan).
+pytestmark = pytest.mark.usefixtures("recurrence_backend")
+
 # ---------------------------------------------------------------- plain-Python references (float64)
 
 

@@ -18,6 +18,9 @@ from zoo.rl_utils.returns import (
     td_lambda_error,
 )
 
+# Every test here runs on both recurrence backends (compiled loops and the numpy scan).
+pytestmark = pytest.mark.usefixtures("recurrence_backend")
+
 # ---------------------------------------------------------------- plain-Python references (float64)
 
 

@@ -22,6 +22,9 @@ from zoo.rl_utils.vtrace import (
     vtrace_nstep_return,
 )
 
+# Every test here runs on both recurrence backends (compiled loops and the numpy scan).
+pytestmark = pytest.mark.usefixtures("recurrence_backend")
+
 # ---------------------------------------------------------------- plain-Python references (float64)
 
 

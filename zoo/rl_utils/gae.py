@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ._checks import check_ndim, check_same_shape
-from ._scan import backward_linear_recurrence, compute_dtype, numpy_view, scan_numpy_inplace
+from ._scan import backward_linear_recurrence, compute_dtype, fused_gae, numpy_view, scan_numpy_inplace
 
 gae_data = namedtuple("gae_data", ["value", "next_value", "reward", "done", "traj_flag"])
 
@@ -65,18 +65,27 @@ def gae(data: gae_data, gamma: float = 0.99, lambda_: float = 0.97) -> torch.Ten
         raise ValueError(f"reward has shape {tuple(reward.shape)}, expected (T, B) = {tuple(value.shape[:2])}")
     if traj_flag is None:
         traj_flag = done
-    reward = reward.to(value.dtype)
-    done = _as_float_flag(done, reward, "done")
-    traj_flag = _as_float_flag(traj_flag, reward, "traj_flag")
-    if value.dim() == 3:  # several agents share one reward and one set of flags
-        reward, done, traj_flag = reward.unsqueeze(-1), done.unsqueeze(-1), traj_flag.unsqueeze(-1)
     if value.device.type == "cpu":
         # numpy's per-call overhead is a fraction of torch's, and at small sizes that overhead is the cost.
         dtype = compute_dtype(value.dtype)
-        v, nv, r, d, f = (numpy_view(x, dtype) for x in (value, next_value, reward, done, traj_flag))
-        delta = r + gamma * (1.0 - d) * nv - v
-        factor = np.broadcast_to((gamma * lambda_) * (1.0 - f), delta.shape).copy()
-        return torch.from_numpy(scan_numpy_inplace(factor, delta)).to(value.dtype)
+        v, nv, r = (numpy_view(x, dtype) for x in (value, next_value, reward))
+        d = None if done is None else numpy_view(_as_float_flag(done, reward, "done"), dtype)
+        f = d if traj_flag is done else numpy_view(_as_float_flag(traj_flag, reward, "traj_flag"), dtype)
+        adv = fused_gae(v, nv, r, d, f, gamma, lambda_)
+        if adv is None:
+            if value.dim() == 3:  # several agents share one reward and one set of flags
+                r = r[..., None]
+                d = None if d is None else d[..., None]
+                f = None if f is None else f[..., None]
+            delta = r + gamma * nv - v if d is None else r + gamma * (1.0 - d) * nv - v
+            carry = gamma * lambda_ if f is None else (gamma * lambda_) * (1.0 - f)
+            adv = scan_numpy_inplace(np.broadcast_to(carry, delta.shape).copy(), delta)
+        return torch.from_numpy(adv).to(value.dtype)
+    reward = reward.to(value.dtype)
+    done = _as_float_flag(done, reward, "done")
+    traj_flag = _as_float_flag(traj_flag, reward, "traj_flag")
+    if value.dim() == 3:
+        reward, done, traj_flag = reward.unsqueeze(-1), done.unsqueeze(-1), traj_flag.unsqueeze(-1)
     with torch.no_grad():
         delta = reward + gamma * (1.0 - done) * next_value - value
         factor = (gamma * lambda_) * (1.0 - traj_flag)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import check_ndim, check_same_shape
-from ._scan import backward_linear_recurrence, compute_dtype, numpy_view, scan_numpy_inplace
+from ._scan import backward_linear_recurrence, compute_dtype, fused_vtrace, numpy_view, scan_numpy_inplace
 from .distributions import categorical_log_prob, entropy, gaussian_entropy, gaussian_log_prob
 
 vtrace_data = namedtuple("vtrace_data", ["target_output", "behaviour_output", "action", "value", "reward", "weight"])
@@ -94,7 +94,7 @@ def vtrace_nstep_return(
     with torch.no_grad():
         values = bootstrap_values.detach()
         terms = _episode_terms(reward, values, gamma, done, traj_flag, next_value)
-        plain = done is None and traj_flag is None and not torch.is_tensor(gamma)
+        plain = done is None and traj_flag is None and next_value is None and not torch.is_tensor(gamma)
         return _vtrace_targets(clipped_rhos, clipped_cs, reward, values, gamma, lambda_, terms, plain)
 
 
@@ -108,16 +108,20 @@ def _vtrace_targets(
     terms: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     plain: bool,
 ) -> torch.Tensor:
-    """V-trace targets from checked inputs and ``_episode_terms``; ``plain``: no episode ends, scalar gamma."""
+    """V-trace targets from checked inputs and ``_episode_terms``.
+
+    ``plain``: no episode ends, a scalar gamma and ``next_value = V[1:]`` (DI-engine's call).
+    """
     discount, trace, next_value = terms
     if values.device.type == "cpu" and plain:
         # Plain DI-engine call on CPU: numpy has a fraction of torch's per-call overhead.
         dtype = compute_dtype(values.dtype)
         rho, c, r, v = (numpy_view(x, dtype) for x in (clipped_rhos, clipped_cs, reward, values))
-        nv = numpy_view(next_value, dtype)
-        deltas = rho * (r + gamma * nv - v[:-1])
-        correction = scan_numpy_inplace((gamma * lambda_) * c, deltas)
-        return torch.from_numpy(v[:-1] + correction).to(values.dtype)
+        targets = fused_vtrace(rho, c, r, v, gamma, lambda_)
+        if targets is None:
+            deltas = rho * (r + gamma * v[1:] - v[:-1])
+            targets = v[:-1] + scan_numpy_inplace((gamma * lambda_) * c, deltas)
+        return torch.from_numpy(targets).to(values.dtype)
     deltas = clipped_rhos * (reward + discount * next_value - values[:-1])
     correction = backward_linear_recurrence(discount * lambda_ * clipped_cs * trace, deltas)
     return values[:-1] + correction
@@ -185,7 +189,7 @@ def _vtrace_error(
         values = value.detach()
         check_same_shape("clipped_rhos", importance, "reward", reward)
         terms = _episode_terms(reward, values, gamma, done, traj_flag, next_value)
-        plain = done is None and traj_flag is None and not torch.is_tensor(gamma)
+        plain = done is None and traj_flag is None and next_value is None and not torch.is_tensor(gamma)
         vs = _vtrace_targets(
             importance.clamp(max=rho_clip_ratio), importance.clamp(max=c_clip_ratio), reward, values, gamma, lambda_,
             terms, plain,

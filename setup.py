@@ -1,0 +1,18 @@
+"""Build hook for the optional compiled kernels; all metadata lives in pyproject.toml.
+
+``zoo.rl_utils._ckernels`` is a small C extension (plain loops for gae, V-trace and the linear recurrence).
+It is optional: without a C compiler the install still succeeds and zoo uses its numpy scan instead.
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+# No FMA contraction: keep the kernels' rounding identical to the plain loop they implement.
+flags = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
+
+setup(
+    ext_modules=[
+        Extension("zoo.rl_utils._ckernels", ["zoo/rl_utils/_ckernels.c"], extra_compile_args=flags, optional=True)
+    ]
+)
