@@ -93,8 +93,10 @@ def vtrace_nstep_return(
         raise ValueError(f"bootstrap_values has shape {tuple(bootstrap_values.shape)}, expected (T+1, B) = {expected}")
     with torch.no_grad():
         values = bootstrap_values.detach()
-        terms = _episode_terms(reward, values, gamma, done, traj_flag, next_value)
         plain = done is None and traj_flag is None and next_value is None and not torch.is_tensor(gamma)
+        # The fast path needs no per-step terms; build them only for the general case.
+        fast = plain and values.device.type == "cpu"
+        terms = None if fast else _episode_terms(reward, values, gamma, done, traj_flag, next_value)
         return _vtrace_targets(clipped_rhos, clipped_cs, reward, values, gamma, lambda_, terms, plain)
 
 
@@ -105,14 +107,13 @@ def _vtrace_targets(
     values: torch.Tensor,
     gamma: Discount,
     lambda_: float,
-    terms: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    terms: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
     plain: bool,
 ) -> torch.Tensor:
-    """V-trace targets from checked inputs and ``_episode_terms``.
+    """V-trace targets from checked inputs and ``_episode_terms`` (which may be None on the CPU fast path).
 
     ``plain``: no episode ends, a scalar gamma and ``next_value = V[1:]`` (DI-engine's call).
     """
-    discount, trace, next_value = terms
     if values.device.type == "cpu" and plain:
         # Plain DI-engine call on CPU: numpy has a fraction of torch's per-call overhead.
         dtype = compute_dtype(values.dtype)
@@ -122,6 +123,8 @@ def _vtrace_targets(
             deltas = rho * (r + gamma * v[1:] - v[:-1])
             targets = v[:-1] + scan_numpy_inplace((gamma * lambda_) * c, deltas)
         return torch.from_numpy(targets).to(values.dtype)
+    assert terms is not None
+    discount, trace, next_value = terms
     deltas = clipped_rhos * (reward + discount * next_value - values[:-1])
     correction = backward_linear_recurrence(discount * lambda_ * clipped_cs * trace, deltas)
     return values[:-1] + correction
