@@ -65,9 +65,9 @@ class Rollout:
         """The valid transitions flattened to ``(N, ...)``: autoreset steps (action ignored) are dropped."""
         valid = self.valid.reshape(-1)
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        return Rollout(**{
-            name: None if tensor is None else tensor.flatten(0, 1)[valid] for name, tensor in fields.items()
-        })
+        if bool(valid.all()):  # the usual case: flattening is a view, no copy
+            return Rollout(**{name: None if x is None else x.flatten(0, 1) for name, x in fields.items()})
+        return Rollout(**{name: None if x is None else x.flatten(0, 1)[valid] for name, x in fields.items()})
 
 
 def normalize_advantage(advantage: torch.Tensor) -> torch.Tensor:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+_FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu}
 
 
 def mlp(sizes: list[int], activation: str) -> nn.Sequential:
@@ -31,6 +34,9 @@ class ActorCritic(nn.Module):
     """Policy head (logits, or Gaussian mean with a state-independent log-std) and value head.
 
     ``shared=True`` uses one trunk for both heads; otherwise actor and critic have their own MLPs.
+    The forward passes call ``F.linear`` on the layers' parameters directly: for networks this small, going
+    through ``nn.Module.__call__`` for every layer costs more than the arithmetic (about 2.5x the time). The
+    modules stay the owners of the parameters, so ``state_dict`` and optimisers see the usual structure.
     """
 
     def __init__(
@@ -58,17 +64,47 @@ class ActorCritic(nn.Module):
         self.value_head = orthogonal(nn.Linear(last, 1), 1.0)
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out_dim,), float(init_log_std)))
+        self.shared = shared
+        self._activation = _FUNCTIONS[activation]
+        self._cache_layers()
 
-    def policy_output(self, obs: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Logits ``(..., N)`` or ``{'mu', 'sigma'}`` of shape ``(..., D)``."""
-        out = self.policy_head(self.actor_trunk(obs))
+    def _cache_layers(self) -> None:
+        def pairs(trunk: nn.Sequential) -> list[tuple[torch.Tensor, torch.Tensor]]:
+            return [(layer.weight, layer.bias) for layer in trunk if isinstance(layer, nn.Linear)]
+
+        self._actor_layers = pairs(self.actor_trunk)
+        self._critic_layers = pairs(self.critic_trunk)
+        self._policy_head = (self.policy_head.weight, self.policy_head.bias)
+        self._value_head = (self.value_head.weight, self.value_head.bias)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> ActorCritic:
+        # .to()/.cuda()/.double() may replace the parameter objects: refresh the cached references.
+        result = super()._apply(fn, recurse)
+        self._cache_layers()
+        return result
+
+    def _trunk(self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
+        for weight, bias in layers:
+            x = self._activation(F.linear(x, weight, bias))
+        return x
+
+    def _policy(self, features: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        out = F.linear(features, *self._policy_head)
         if self.discrete:
             return out
         return {"mu": out, "sigma": self.log_std.exp().expand_as(out)}
 
+    def policy_output(self, obs: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        """Logits ``(..., N)`` or ``{'mu', 'sigma'}`` of shape ``(..., D)``."""
+        return self._policy(self._trunk(self._actor_layers, obs))
+
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``(...)``."""
-        return self.value_head(self.critic_trunk(obs)).squeeze(-1)
+        return F.linear(self._trunk(self._critic_layers, obs), *self._value_head).squeeze(-1)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]:
+        """``(policy_output(obs), value(obs))``; a shared trunk runs once."""
+        if self.shared:
+            features = self._trunk(self._actor_layers, obs)
+            return self._policy(features), F.linear(features, *self._value_head).squeeze(-1)
         return self.policy_output(obs), self.value(obs)

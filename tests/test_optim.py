@@ -1,0 +1,92 @@
+"""FlatOptimizer against torch.optim (Adam, RMSprop) and clip_grad_norm_, step for step."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.policies.optim import FlatOptimizer
+
+
+def make_net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def loss_of(net: nn.Module, step: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(step)
+    x, y = torch.randn(32, 5, generator=gen), torch.randn(32, 3, generator=gen)
+    return (net(x) - y).pow(2).mean() * (1 + step % 3)  # varying scale: clipping engages on some steps
+
+
+@pytest.mark.parametrize("algorithm", ["adam", "rmsprop"])
+@pytest.mark.parametrize("max_norm", [None, 0.3])
+def test_matches_torch_optim(algorithm, max_norm):
+    ours, ref = make_net(), make_net()
+    flat = FlatOptimizer(ours, algorithm, lr=3e-3, eps=1e-5)
+    if algorithm == "adam":
+        torch_opt = torch.optim.Adam(ref.parameters(), lr=3e-3, eps=1e-5)
+    else:
+        torch_opt = torch.optim.RMSprop(ref.parameters(), lr=3e-3, alpha=0.99, eps=1e-5)
+    for step in range(60):
+        if step == 30:  # a schedule changes the learning rate between steps
+            flat.lr = 1e-3
+            for group in torch_opt.param_groups:
+                group["lr"] = 1e-3
+        flat.zero_grad()
+        loss_of(ours, step).backward()
+        torch_opt.zero_grad()
+        loss_of(ref, step).backward()
+        if max_norm is not None:
+            norm = flat.clip_grad_norm(max_norm)
+            ref_norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), max_norm)
+            assert norm == pytest.approx(float(ref_norm), rel=1e-5)
+        flat.step()
+        torch_opt.step()
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_parameters_and_grads_are_views_of_the_flat_buffers():
+    net = make_net()
+    flat = FlatOptimizer(net, "adam", lr=1e-3)
+    loss_of(net, 0).backward()
+    assert flat.grad.abs().sum() > 0
+    for p in net.parameters():
+        assert p.untyped_storage().data_ptr() == flat.flat.untyped_storage().data_ptr()
+        assert p.grad.untyped_storage().data_ptr() == flat.grad.untyped_storage().data_ptr()
+    before = flat.grad.clone()
+    loss_of(net, 1).backward()  # accumulates in place, as with torch.optim
+    assert not torch.equal(flat.grad, before)
+    flat.zero_grad()
+    assert all(p.grad.abs().sum() == 0 for p in net.parameters())
+
+
+def test_state_dict_round_trip_continues_identically():
+    net_a = make_net()
+    opt_a = FlatOptimizer(net_a, "adam", lr=1e-3)
+    for step in range(5):
+        opt_a.zero_grad()
+        loss_of(net_a, step).backward()
+        opt_a.step()
+    net_b = make_net()
+    opt_b = FlatOptimizer(net_b, "adam", lr=0.5)
+    net_b.load_state_dict(copy.deepcopy(net_a.state_dict()))
+    opt_b.load_state_dict(copy.deepcopy(opt_a.state_dict()))
+    for net, opt in ((net_a, opt_a), (net_b, opt_b)):
+        opt.zero_grad()
+        loss_of(net, 9).backward()
+        opt.step()
+    for a, b in zip(net_a.parameters(), net_b.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_mismatched_state_is_refused():
+    opt = FlatOptimizer(make_net(), "adam", lr=1e-3)
+    with pytest.raises(ValueError, match="expected rmsprop"):
+        FlatOptimizer(make_net(), "rmsprop", lr=1e-3).load_state_dict(opt.state_dict())
+    with pytest.raises(ValueError, match="unknown: use 'adam' or 'rmsprop'"):
+        FlatOptimizer(make_net(), "sgd", lr=1e-3)

@@ -1,0 +1,115 @@
+"""Adam and RMSprop over one flat parameter buffer, with gradient-norm clipping (shared by the policies).
+
+For the small networks of classic-control RL, ``torch.optim`` spends its time in Python and per-tensor dispatch,
+not arithmetic: here an RMSprop step over a 10-tensor MLP took 240 us and ``clip_grad_norm_`` 140 us, even with
+``foreach``, while the same update on one contiguous buffer takes about 20 us. ``FlatOptimizer`` moves the
+parameters of a module into one flat tensor (each parameter becomes a view of it, and its ``.grad`` a view of one
+flat gradient buffer, which autograd accumulates into in place) and applies the textbook update to the buffer.
+
+The arithmetic follows ``torch.optim.Adam`` (``amsgrad=False``, no weight decay) and ``torch.optim.RMSprop``
+(``centered=False``, no momentum) step for step; tests compare the two over many steps.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class FlatOptimizer:
+    """Adam or RMSprop on a module's parameters, stored contiguously.
+
+    Arguments:
+        - module: its parameters are re-pointed into one flat buffer (call after moving it to its device).
+        - algorithm: ``"adam"`` or ``"rmsprop"``.
+        - lr: learning rate (``self.lr`` may be changed between steps for schedules).
+        - eps: added to the denominator; betas (Adam) or alpha (RMSprop) as in torch.
+    Examples:
+        >>> net = nn.Linear(3, 1)
+        >>> opt = FlatOptimizer(net, "adam", lr=1e-3)
+        >>> opt.zero_grad(); net(torch.randn(4, 3)).sum().backward()
+        >>> grad_norm = opt.clip_grad_norm(0.5); opt.step()
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        algorithm: str,
+        lr: float,
+        eps: float = 1e-8,
+        betas: tuple[float, float] = (0.9, 0.999),
+        alpha: float = 0.99,
+    ) -> None:
+        if algorithm not in ("adam", "rmsprop"):
+            raise ValueError(f"optimizer '{algorithm}' is unknown: use 'adam' or 'rmsprop'")
+        params = [p for p in module.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("the module has no trainable parameters")
+        if len({(p.device, p.dtype) for p in params}) != 1:
+            raise ValueError("FlatOptimizer needs all parameters on one device with one dtype")
+        self.algorithm, self.lr, self.eps, self.betas, self.alpha = algorithm, lr, eps, betas, alpha
+        with torch.no_grad():
+            self.flat = torch.cat([p.detach().reshape(-1) for p in params])
+        self.grad = torch.zeros_like(self.flat)
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.data = self.flat[offset : offset + n].view_as(p)
+            p.grad = self.grad[offset : offset + n].view_as(p)
+            offset += n
+        self.params = params
+        self.steps = 0
+        if algorithm == "adam":
+            self.exp_avg = torch.zeros_like(self.flat)
+        self.exp_avg_sq = torch.zeros_like(self.flat)
+
+    def zero_grad(self) -> None:
+        """Zero the flat gradient buffer (the parameters' ``.grad`` stay views of it)."""
+        self.grad.zero_()
+
+    @torch.no_grad()
+    def clip_grad_norm(self, max_norm: float) -> float:
+        """Scale gradients so that their global L2 norm is at most ``max_norm`` (as ``clip_grad_norm_``);
+        returns the norm before clipping."""
+        norm = torch.linalg.vector_norm(self.grad)
+        self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        return float(norm)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One update of every parameter from the current gradients."""
+        self.steps += 1
+        grad = self.grad
+        if self.algorithm == "rmsprop":
+            self.exp_avg_sq.mul_(self.alpha).addcmul_(grad, grad, value=1.0 - self.alpha)
+            self.flat.addcdiv_(grad, self.exp_avg_sq.sqrt().add_(self.eps), value=-self.lr)
+            return
+        beta1, beta2 = self.betas
+        self.exp_avg.lerp_(grad, 1.0 - beta1)
+        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        bias_correction1 = 1.0 - beta1**self.steps
+        bias_correction2 = 1.0 - beta2**self.steps
+        denom = (self.exp_avg_sq.sqrt() / math.sqrt(bias_correction2)).add_(self.eps)
+        self.flat.addcdiv_(self.exp_avg, denom, value=-self.lr / bias_correction1)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Step count, learning rate and moment buffers (parameters are saved with the module)."""
+        state = {"algorithm": self.algorithm, "steps": self.steps, "lr": self.lr, "exp_avg_sq": self.exp_avg_sq.clone()}
+        if self.algorithm == "adam":
+            state["exp_avg"] = self.exp_avg.clone()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` saved; the algorithm and parameter count must match."""
+        if state.get("algorithm") != self.algorithm or state["exp_avg_sq"].shape != self.flat.shape:
+            raise ValueError(
+                f"optimizer state is for {state.get('algorithm')} with {state['exp_avg_sq'].numel()} parameters, "
+                f"expected {self.algorithm} with {self.flat.numel()}: was the checkpoint made with this config?"
+            )
+        self.steps, self.lr = int(state["steps"]), float(state["lr"])
+        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+        if self.algorithm == "adam":
+            self.exp_avg.copy_(state["exp_avg"])
