@@ -1,7 +1,7 @@
-"""A2C on CartPole-v1 (rl-zoo style with 8 envs x 8 steps and lr 1e-3, RMSprop).
+"""A2C on CartPole-v1 (RMSprop, 16 envs x 8 steps, lr 1.5e-3).
 
-Expected: 100-episode training mean >= 475 (stop_return) within the 500k-step budget (~130-170k steps,
-~15-20 s here, seeds 0-2)."""
+Expected: 100-episode training mean >= 475 (stop_return) within the 500k-step budget: seeds 0-8 solved it in
+71k-181k steps, 3-7 s here with one torch thread."""
 
 config = dict(
     exp_name="a2c_cartpole",
@@ -11,7 +11,7 @@ config = dict(
         type="a2c",
         hidden_sizes=[64, 64],
         optimizer="rmsprop",
-        learning_rate=1e-3,
+        learning_rate=1.5e-3,
         anneal_lr=False,
         gamma=0.99,
         gae_lambda=1.0,
@@ -21,7 +21,7 @@ config = dict(
         max_grad_norm=0.5,
     ),
     pipeline=dict(
-        num_envs=8,
+        num_envs=16,
         rollout_steps=8,
         max_env_steps=500_000,
         stop_return=475.0,
