@@ -45,6 +45,7 @@ def sb3_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
         from stable_baselines3 import A2C, PPO
         from stable_baselines3.common.callbacks import BaseCallback
         from stable_baselines3.common.env_util import make_vec_env
+        from stable_baselines3.common.logger import Logger
     except ImportError:
         return None
 
@@ -70,6 +71,7 @@ def sb3_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
                     device="cpu", verbose=0)
     else:  # rl-zoo hyperparams/a2c.yml, CartPole-v1
         model = A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu", verbose=0)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default logger leaves a folder in /tmp
     callback = StopAtTarget()
     start = time.perf_counter()
     model.learn(total_timesteps=budget, callback=callback)

@@ -1,6 +1,8 @@
 """A2C on Pendulum-v1 (rl-zoo-like settings without gSDE: 8 envs x 8 steps, RMSprop, normalised obs and reward).
-Expected: eval mean better than -500 by 1M env steps (A2C is far less sample-efficient than PPO here; not yet
-verified by a full run)."""
+
+Expected: 10-episode eval mean better than -500 by 1M env steps. A2C is far less sample-efficient than PPO here.
+Seed 0, measured: every periodic eval from 640k steps on lay between -145 and -466, and `zoo eval` of the
+final model gave -339 +- 418 (some starts are not swung up). About 130 s here."""
 
 config = dict(
     exp_name="a2c_pendulum",
