@@ -199,20 +199,22 @@ def test_any_batch_split_and_merge_gives_the_concatenated_statistics(data, cuts,
     assert abs(float(left.var) - values.var()) <= 1e-10 * scale
 
 
-def _reference_return_scaling(rewards, dones, gamma, epsilon, clip):
-    """Plain python loop: per-env accumulator, statistics over every accumulator value so far (numpy var)."""
+def _reference_return_scaling(rewards, dones, gamma, epsilon, clip, masks=None):
+    """Plain python loop: per-env accumulator, statistics over every accumulator value so far (numpy var).
+    Where ``masks[t][i]`` is False the step does not count: accumulator, statistics and done stay untouched."""
     num_steps, num_envs = len(rewards), len(rewards[0])
+    masks = masks or [[True] * num_envs for _ in range(num_steps)]
     returns = [0.0] * num_envs
     seen, outputs = [], []
     for t in range(num_steps):
-        returns = [returns[i] * gamma + rewards[t][i] for i in range(num_envs)]
-        seen.extend(returns)
+        returns = [returns[i] * gamma + rewards[t][i] if masks[t][i] else returns[i] for i in range(num_envs)]
+        seen.extend(returns[i] for i in range(num_envs) if masks[t][i])
         # The default prior: 1e-4 pseudo-samples of mean 0 and variance 1, pooled by hand.
         n, m, v, p = len(seen), float(np.mean(seen)), float(np.var(seen)), 1e-4
         mean = n * m / (n + p)
         var = (p * (1.0 + mean**2) + n * (v + (m - mean) ** 2)) / (n + p)
         outputs.append([max(-clip, min(clip, r / (var + epsilon) ** 0.5)) for r in rewards[t]])
-        returns = [0.0 if dones[t][i] else returns[i] for i in range(num_envs)]
+        returns = [0.0 if dones[t][i] and masks[t][i] else returns[i] for i in range(num_envs)]
     return np.array(outputs)
 
 
@@ -226,6 +228,21 @@ def test_return_normalizer_matches_plain_loop():
     got = np.stack([scaler(rewards[t], dones[t]) for t in range(30)])
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
     assert np.abs(got).max() == 2.0
+
+
+def test_return_normalizer_mask_skips_steps_exactly():
+    rng = np.random.default_rng(6)
+    rewards = rng.normal(0.0, 1.5, size=(40, 4))
+    dones = rng.random((40, 4)) < 0.2
+    masks = rng.random((40, 4)) < 0.7
+    masks[3] = False  # a step where no env counts: nothing moves
+    expected = _reference_return_scaling(rewards.tolist(), dones.tolist(), 0.95, 1e-8, 5.0, masks.tolist())
+    scaler = ReturnNormalizer(num_envs=4, gamma=0.95, clip=5.0)
+    got = np.stack([scaler(rewards[t], dones[t], mask=masks[t]) for t in range(40)])
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    assert scaler.return_rms.data_count == int(masks.sum())
+    with pytest.raises(ValueError, match=r"mask has shape \(3,\)"):
+        scaler(rewards[0], dones[0], mask=np.ones(3, dtype=bool))
 
 
 def test_return_normalizer_resets_after_the_update_and_keeps_kind():

@@ -186,22 +186,8 @@ class NormalizeReward(_NextStepWrapper):
     def _on_step(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
         if active.all():
             return self.normalizer(reward, done)
-        scaled = np.zeros_like(reward)
-        if active.any():
-            scaled[active] = self._scale_subset(reward[active], done[active], active)
-        return scaled
-
-    def _scale_subset(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
-        # ReturnNormalizer updates its statistics with every env's return, so the active envs go through a
-        # temporary normaliser that shares the real statistics object and holds their accumulators only.
-        state = self.normalizer.state_dict()
-        subset = ReturnNormalizer(int(active.sum()), gamma=state["gamma"], epsilon=state["epsilon"], clip=state["clip"])
-        subset.load_state_dict({**state, "num_envs": subset.num_envs, "returns": state["returns"][active]})
-        subset.return_rms = self.normalizer.return_rms
-        scaled = subset(reward, done)
-        returns = state["returns"]
-        returns[active] = subset.returns
-        self.normalizer.load_state_dict({**state, "returns": returns, "return_rms": subset.return_rms.state_dict()})
+        scaled = self.normalizer(reward, done, mask=active)
+        scaled[~active] = 0
         return scaled
 
     def _on_reset(self, mask: np.ndarray) -> None:

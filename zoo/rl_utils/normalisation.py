@@ -26,6 +26,13 @@ def _as_float64(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def _as_bool(x: Any, field: str, num_envs: int) -> np.ndarray:
+    array = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if array.shape != (num_envs,):
+        raise ValueError(f"{field} has shape {array.shape}, expected (num_envs,) = ({num_envs},)")
+    return array.astype(bool)
+
+
 def _read_only(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
@@ -128,16 +135,19 @@ class RunningMeanStd:
         self._refresh()
 
     def _refresh(self) -> None:
-        # Cache the prior-combined moments: normalize() runs every environment step, updates run less often.
-        prior_mean = np.zeros(self.shape, dtype=np.float64)
-        prior_var = np.ones(self.shape, dtype=np.float64)
-        if self.epsilon == 0.0:
-            mean, var = self._data_mean.copy(), self._data_var.copy()
+        # Cache the prior-combined moments: normalize() runs every environment step. This is _combine_moments
+        # with the prior (count epsilon, mean 0, variance 1) written out, since update() runs every step too.
+        if self.epsilon == 0.0 or self._data_count == 0:
+            if self._data_count == 0:
+                mean, var = np.zeros(self.shape), np.ones(self.shape)
+            else:
+                mean, var = self._data_mean.copy(), self._data_var.copy()
         else:
-            _, mean, var = _combine_moments(
-                self.epsilon, prior_mean, prior_var, self._data_count, self._data_mean, self._data_var
-            )
-        self._mean, self._var = _read_only(mean), _read_only(var)
+            count, total = self._data_count, self.epsilon + self._data_count
+            delta = self._data_mean
+            mean = delta * (count / total)
+            var = (self.epsilon + self._data_var * count + np.square(delta) * (self.epsilon * count / total)) / total
+        self._mean, self._var = _read_only(np.asarray(mean)), _read_only(np.asarray(var))
 
     @property
     def mean(self) -> np.ndarray:
@@ -177,17 +187,17 @@ class RunningMeanStd:
         """
         batch = _as_float64(x)
         self._check_trailing_shape("x", batch.shape, batched=True)
-        if batch.shape[0] == 0:
+        count = batch.shape[0]
+        if count == 0:
             return
         if not np.isfinite(batch).all():
             raise ValueError("x contains NaN or infinite values")
+        # Two-pass moments with plain ufuncs (ndarray.mean/var go through slower Python-level wrappers).
+        mean = np.add.reduce(batch, axis=0) / count
+        centred = batch - mean
+        var = np.add.reduce(centred * centred, axis=0) / count
         self._data_count, self._data_mean, self._data_var = _combine_moments(
-            self._data_count,
-            self._data_mean,
-            self._data_var,
-            batch.shape[0],
-            np.asarray(batch.mean(axis=0)),
-            np.asarray(batch.var(axis=0)),
+            self._data_count, self._data_mean, self._data_var, count, np.asarray(mean), np.asarray(var)
         )
         self._refresh()
 
@@ -294,19 +304,28 @@ class ReturnNormalizer:
         """A copy of the per-environment discounted-return accumulators, shape ``(B,)``."""
         return self._returns.copy()
 
-    def __call__(self, reward: ArrayOrTensor, done: ArrayOrTensor) -> ArrayOrTensor:
-        """Scale one step of rewards and advance the accumulators (see the class docstring for the order)."""
+    def __call__(self, reward: ArrayOrTensor, done: ArrayOrTensor, mask: ArrayOrTensor | None = None) -> ArrayOrTensor:
+        """Scale one step of rewards and advance the accumulators (see the class docstring for the order).
+
+        ``mask`` (``(B,)`` bool, default all True) selects the environments whose step counts: elsewhere the
+        accumulator, the statistics and ``done`` are left alone (e.g. autoreset steps, whose action was ignored);
+        their rewards are still scaled by the current statistics.
+        """
         reward64 = _as_float64(reward)
         if reward64.shape != (self.num_envs,):
             raise ValueError(f"reward has shape {reward64.shape}, expected (num_envs,) = ({self.num_envs},)")
-        done_np = done.detach().cpu().numpy() if isinstance(done, torch.Tensor) else np.asarray(done)
-        if done_np.shape != (self.num_envs,):
-            raise ValueError(f"done has shape {done_np.shape}, expected (num_envs,) = ({self.num_envs},)")
+        done_np = _as_bool(done, "done", self.num_envs)
         # A new array (not in-place) so the reset below never touches anything the caller holds.
         returns = self._returns * self.gamma + reward64
-        self.return_rms.update(returns)
+        if mask is None:
+            self.return_rms.update(returns)
+        else:
+            mask_np = _as_bool(mask, "mask", self.num_envs)
+            returns = np.where(mask_np, returns, self._returns)
+            self.return_rms.update(returns[mask_np])
+            done_np = done_np & mask_np
         scaled = normalize(reward, 0.0, math.sqrt(float(self.return_rms.var) + self.epsilon), self.clip)
-        returns[done_np.astype(bool)] = 0.0
+        returns[done_np] = 0.0
         self._returns = returns
         return scaled
 
