@@ -7,6 +7,7 @@ import sys
 import types
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -248,8 +249,8 @@ def test_import_modules_errors_name_the_module_and_the_fix(tmp_path, monkeypatch
     with pytest.raises(ConfigError) as not_found:
         import_modules(["zoo_test_no_such_module"])
     assert str(not_found.value) == (
-        "import_names: module 'zoo_test_no_such_module' not found: put its directory on PYTHONPATH "
-        "or run zoo from the directory that contains it"
+        "import_names: module 'zoo_test_no_such_module' not found: put it next to the config file, list its "
+        "directory in import_paths, or put that directory on PYTHONPATH"
     )
     with pytest.raises(ConfigError) as raised:
         import_modules(["zoo_test_raises_on_import"])
@@ -263,6 +264,39 @@ def test_import_modules_errors_name_the_module_and_the_fix(tmp_path, monkeypatch
         import_modules("my_policies")
     for name in ("zoo_test_raises_on_import", "zoo_test_needs_missing_dep"):
         sys.modules.pop(name, None)
+
+
+def test_modules_next_to_the_config_are_found_from_any_directory(tmp_path, monkeypatch):
+    from zoo.experiment import train
+    from zoo.pipelines.run_dir import CONFIG_FILE
+
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "zoo_test_lab_env.py").write_text(
+        "import gymnasium as gym\n"
+        "from zoo.registry import ENV_REGISTRY\n"
+        "@ENV_REGISTRY.register('zoo_test_lab_cartpole')\n"
+        "def make(**kwargs):\n"
+        "    return gym.make('CartPole-v1', **kwargs)\n"
+    )
+    (lab / "cfg.py").write_text(
+        "config = dict(import_names=['zoo_test_lab_env'], env=dict(id='zoo_test_lab_cartpole'),\n"
+        "              policy=dict(type='a2c'),\n"
+        "              pipeline=dict(num_envs=2, rollout_steps=4, max_env_steps=16, eval_every=0))\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(lab))])
+    monkeypatch.delitem(sys.modules, "zoo_test_lab_env", raising=False)
+    try:
+        summary = train(lab / "cfg.py", [f"runs_dir={tmp_path / 'runs'}"])
+        assert summary["env_steps"] == 16
+        saved = (Path(summary["run_dir"]) / CONFIG_FILE).read_text()
+        assert str(lab.resolve()) in saved  # the run's config.yaml finds the module again, from anywhere
+    finally:
+        ENV_REGISTRY.unregister("zoo_test_lab_cartpole")
+        sys.modules.pop("zoo_test_lab_env", None)
 
 
 def test_nested_call_during_loading_returns_the_load_in_progress(fake_world, monkeypatch):

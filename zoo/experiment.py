@@ -22,6 +22,9 @@ BASE_CONFIG: dict[str, Any] = {
     "torch_threads": 1,
     "runs_dir": "runs",
     "import_names": [],
+    # Directories searched for import_names (relative ones from the config file's folder); the config file's
+    # own folder is added when resolving, as an absolute path, so a run's config.yaml finds them again.
+    "import_paths": [],
     "env": {"id": "CartPole-v1", "kwargs": {}, "max_episode_steps": None},
     "policy": {"type": "ppo"},
     "pipeline": {},
@@ -29,10 +32,18 @@ BASE_CONFIG: dict[str, Any] = {
 BASE_RANGES = {"torch_threads": Range(low=1)}
 
 
-def resolve_config(user_cfg: dict[str, Any], overrides: list[str] | None = None) -> EasyDict:
-    """Merge the policy's and pipeline's defaults under ``user_cfg`` (plus ``--set`` overrides) and validate."""
+def resolve_config(
+    user_cfg: dict[str, Any], overrides: list[str] | None = None, config_dir: str | Path | None = None
+) -> EasyDict:
+    """Merge the policy's and pipeline's defaults under ``user_cfg`` (plus ``--set`` overrides) and validate.
+
+    ``config_dir`` is the folder of the config file, if any: ``import_names`` are also looked up there.
+    """
     user_cfg = apply_overrides(EasyDict(copy.deepcopy(dict(user_cfg))), overrides or [])
-    import_modules(list(user_cfg.get("import_names", []) or []))
+    names = list(user_cfg.get("import_names", []) or [])
+    if names:
+        user_cfg.import_paths = _import_paths(user_cfg.get("import_paths"), config_dir)
+    import_modules(names, user_cfg.get("import_paths") or [])
     load_plugins()
     policy_type = (user_cfg.get("policy") or {}).get("type")
     if not policy_type:
@@ -55,6 +66,18 @@ def resolve_config(user_cfg: dict[str, Any], overrides: list[str] | None = None)
     return cfg
 
 
+def _import_paths(paths: Any, config_dir: str | Path | None) -> list[str]:
+    if paths is None:
+        paths = []
+    if isinstance(paths, str) or not isinstance(paths, (list, tuple)):
+        raise ConfigError(f"import_paths must be a list of directories, e.g. ['plugins'], got {paths!r}")
+    base = Path(config_dir) if config_dir is not None else Path.cwd()
+    resolved = [str((base / str(path)).resolve()) for path in paths]
+    if config_dir is not None and str(Path(config_dir).resolve()) not in resolved:
+        resolved.append(str(Path(config_dir).resolve()))
+    return resolved
+
+
 def train(
     config: str | Path | dict[str, Any],
     overrides: list[str] | None = None,
@@ -67,8 +90,9 @@ def train(
             raise ZooError(f"cannot resume '{run_path}': it has no {CONFIG_FILE}; pass a run directory from runs/")
         cfg = resolve_config(load_config_file(run_path / CONFIG_FILE), overrides)
     else:
-        user_cfg = load_config_file(config) if isinstance(config, (str, Path)) else config
-        cfg = resolve_config(user_cfg, overrides)
+        is_file = isinstance(config, (str, Path))
+        user_cfg = load_config_file(config) if is_file else config
+        cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
         run_path = new_run_directory(cfg.runs_dir, cfg.exp_name)
     torch.set_num_threads(cfg.torch_threads)
     run_dir = RunDirectory(run_path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -172,11 +173,13 @@ def _record_failure(report: PluginReport, name: str, exc: BaseException) -> None
     warnings.warn(f"zoo plugin '{name}' failed to load: {description}", ZooPluginWarning, stacklevel=4)
 
 
-def import_modules(names: Sequence[str]) -> list[ModuleType]:
+def import_modules(names: Sequence[str], search_paths: Sequence[str] = ()) -> list[ModuleType]:
     """Import the modules named in a config's ``import_names`` so their registry decorators run.
 
     Arguments:
         names: importable module names, e.g. ``["my_policies", "lab.envs.maze"]``.
+        search_paths: directories appended to ``sys.path`` (if missing) before importing, e.g. the config's own
+            directory, so modules kept next to a config are found from any working directory.
 
     Returns:
         The imported modules, in order.
@@ -189,6 +192,9 @@ def import_modules(names: Sequence[str]) -> list[ModuleType]:
         raise ConfigError(
             f"import_names must be a list of module names, e.g. ['my_policies'], got {type(names).__name__} {names!r}"
         )
+    for path in search_paths:
+        if path not in sys.path:
+            sys.path.append(path)
     modules = []
     for name in names:
         try:
@@ -196,8 +202,8 @@ def import_modules(names: Sequence[str]) -> list[ModuleType]:
         except ModuleNotFoundError as exc:
             if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
                 raise ConfigError(
-                    f"import_names: module '{name}' not found: put its directory on PYTHONPATH "
-                    f"or run zoo from the directory that contains it"
+                    f"import_names: module '{name}' not found: put it next to the config file, list its directory "
+                    f"in import_paths, or put that directory on PYTHONPATH"
                 ) from exc
             raise ConfigError(
                 f"import_names: importing module '{name}' failed: {exc}: install the missing dependency"
