@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -258,6 +260,19 @@ def test_observation_state_dict_round_trip_and_frozen_evaluation_copy():
     _rollout_continuous(evaluation, 5)
     assert evaluation.obs_rms.data_count == before["data_count"] == 22  # training=False: not updated
     np.testing.assert_array_equal(evaluation.obs_rms.mean, before["data_mean"] * 22 / (22 + 1e-4))
+
+
+def test_frozen_normalizer_of_a_saved_state_matches_the_wrapper():
+    train = NormalizeObservation(make_vector_env("Pendulum-v1", 2, seed=0), clip=1.5)
+    _rollout_continuous(train, 10)
+    frozen = NormalizeObservation.frozen(pickle.loads(pickle.dumps(train.state_dict())), clip=1.5)
+    raw = np.random.default_rng(0).normal(0.0, 3.0, size=(5, 3))
+    out = frozen(raw)
+    assert out.dtype == np.float32 and np.abs(out).max() <= 1.5
+    np.testing.assert_array_equal(out, train.normalize(raw))
+    count = train.obs_rms.data_count
+    train.normalize(raw)
+    assert train.obs_rms.data_count == count  # normalize() never updates the statistics
 
 
 def _rollout_continuous(venv, steps: int) -> None:

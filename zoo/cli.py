@@ -89,23 +89,13 @@ def _eval(args: argparse.Namespace) -> int:
     cfg, policy, obs_state = load_run(args.run_dir)
     normalizer = None
     if obs_state is not None:
-        normalizer = _FrozenObsNormalizer(obs_state["obs_rms"], cfg.pipeline.clip_obs)
+        from .envs import NormalizeObservation
+
+        normalizer = NormalizeObservation.frozen(obs_state, cfg.pipeline.clip_obs)
     seed = cfg.seed + 1 if args.seed is None else args.seed
     returns = evaluate_policy(cfg, policy, normalizer, args.episodes, seed=seed, render=args.render)
     print(f"mean_return={float(np.mean(returns)):.4f} std_return={float(np.std(returns)):.4f} episodes={len(returns)}")
     return 0
-
-
-class _FrozenObsNormalizer:
-    """The saved observation statistics in the form evaluate_policy expects (obs_rms, clip, epsilon)."""
-
-    def __init__(self, rms_state: dict, clip: float, epsilon: float = 1e-8) -> None:
-        from .rl_utils import RunningMeanStd
-
-        self.obs_rms = RunningMeanStd(shape=tuple(rms_state["shape"]))
-        self.obs_rms.load_state_dict(rms_state)
-        self.clip = clip
-        self.epsilon = epsilon
 
 
 def main(argv: Sequence[str] | None = None) -> int:

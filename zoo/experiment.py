@@ -106,17 +106,17 @@ def train(
 
 def load_run(run_dir: str | Path) -> tuple[EasyDict, Any, Any]:
     """Config, policy (weights loaded) and observation normaliser state of a finished or running run."""
-    from .envs import make_vector_env
+    from .envs import make_env
 
     run_path = Path(run_dir)
     if not (run_path / CONFIG_FILE).exists():
         raise ZooError(f"'{run_path}' is not a run directory (no {CONFIG_FILE}): pass a directory under runs/")
     cfg = resolve_config(load_config_file(run_path / CONFIG_FILE))
     state = RunDirectory(run_path).load_checkpoint()
-    venv = make_vector_env(cfg.env.id, 1, seed=cfg.seed, mode="sync", env_kwargs=dict(cfg.env.kwargs))
+    env = make_env(cfg.env.id, **dict(cfg.env.kwargs))  # only its spaces are needed
     policy = POLICY_REGISTRY.get(cfg.policy.type)(
-        cfg.policy, venv.single_observation_space, venv.single_action_space, torch.device("cpu")
+        cfg.policy, env.observation_space, env.action_space, torch.device("cpu")
     )
-    venv.close()
+    env.close()
     policy.load_state_dict(state["policy"])
     return cfg, policy, state.get("obs_normalizer")

@@ -16,6 +16,7 @@ so that episode statistics see the environment's own rewards. ``wrap_vector_env`
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -157,8 +158,25 @@ class NormalizeObservation(_NextStepWrapper):
     def _observation(self, obs: Any, fresh: np.ndarray) -> np.ndarray:
         if self.training:
             # After a partial reset only the reset rows are new; the others were counted at the last step.
-            self.obs_rms.update(np.asarray(obs)[fresh])
+            obs = np.asarray(obs)
+            self.obs_rms.update(obs if fresh.all() else obs[fresh])
+        return self.normalize(obs)
+
+    def normalize(self, obs: Any) -> np.ndarray:
+        """Normalise observations with the current statistics, without updating them (float32)."""
         return self.obs_rms.normalize(np.asarray(obs, dtype=np.float64), self.clip, self.epsilon).astype(np.float32)
+
+    @classmethod
+    def frozen(cls, state: dict[str, Any], clip: float = 10.0, epsilon: float = 1e-8) -> Callable[[Any], np.ndarray]:
+        """The normalisation of a saved ``state_dict``, as a function of raw observations (for evaluation)."""
+        rms_state = state["obs_rms"]
+        obs_rms = RunningMeanStd(shape=tuple(rms_state["shape"]))
+        obs_rms.load_state_dict(rms_state)
+
+        def normalize(obs: Any) -> np.ndarray:
+            return obs_rms.normalize(np.asarray(obs, dtype=np.float64), clip, epsilon).astype(np.float32)
+
+        return normalize
 
     def state_dict(self) -> dict[str, Any]:
         """The observation statistics (picklable)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from ..policies.base import Policy
 def evaluate_policy(
     cfg: EasyDict,
     policy: Policy,
-    obs_normalizer: Any,
+    normalize_obs: Callable[[Any], np.ndarray] | None,
     episodes: int,
     seed: int,
     render: bool = False,
@@ -23,7 +24,8 @@ def evaluate_policy(
 ) -> list[float]:
     """Raw (unnormalised) returns of ``episodes`` deterministic episodes, played ``batch`` at a time.
 
-    ``obs_normalizer`` (a ``NormalizeObservation`` wrapper or None) supplies frozen training statistics.
+    ``normalize_obs`` maps raw observations to the policy's inputs with frozen training statistics
+    (``NormalizeObservation.normalize``, or ``NormalizeObservation.frozen(state)`` for a saved run), or is None.
     """
     returns: list[float] = []
     env_kwargs = dict(cfg.env.kwargs)
@@ -39,11 +41,7 @@ def evaluate_policy(
             total = np.zeros(count)
             running = np.ones(count, dtype=bool)
             while running.any():
-                obs_array = np.asarray(obs, dtype=np.float32)
-                if obs_normalizer is not None:  # the training statistics, frozen
-                    obs_array = obs_normalizer.obs_rms.normalize(
-                        np.asarray(obs, dtype=np.float64), obs_normalizer.clip, obs_normalizer.epsilon
-                    ).astype(np.float32)
+                obs_array = np.asarray(obs, dtype=np.float32) if normalize_obs is None else normalize_obs(obs)
                 action = policy.evaluate(torch.as_tensor(obs_array, device=policy.device))
                 obs, reward, terminated, truncated, _ = venv.step(action)
                 total += np.where(running, reward, 0.0)

@@ -215,7 +215,8 @@ class SerialOnPolicyPipeline:
         return row
 
     def _evaluate(self) -> dict[str, float]:
-        returns = evaluate_policy(self.cfg, self.policy, self.obs_normalizer, self.cfg.pipeline.eval_episodes,
+        normalize_obs = self.obs_normalizer.normalize if self.obs_normalizer else None
+        returns = evaluate_policy(self.cfg, self.policy, normalize_obs, self.cfg.pipeline.eval_episodes,
                                   seed=self.cfg.seed + 100_003 + self.iteration)
         return {"eval_return_mean": float(np.mean(returns)), "eval_return_std": float(np.std(returns))}
 
