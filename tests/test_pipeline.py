@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
 
-from zoo.experiment import resolve_config
+from zoo.experiment import resolve_config, train
 from zoo.pipelines.run_dir import RunDirectory
 from zoo.pipelines.serial_onpolicy import SerialOnPolicyPipeline
 
@@ -32,3 +36,32 @@ def test_truncated_step_bootstraps_from_final_observation(tmp_path):
     torch.testing.assert_close(batch.advantage[3], delta3 + 0.9 * 0.8 * batch.advantage[4])
     # Terminating instead would drop the bootstrap: the pipeline must not confuse the two.
     assert not torch.allclose(batch.advantage[4], batch.reward[4] - batch.value[4])
+
+
+def _rows_without_time(run_dir) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps")} for row in rows]
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_resume_continues_exactly_as_if_never_stopped(tmp_path, normalize):
+    # The checkpoint holds the vector env itself (episodes in progress, env RNGs, normaliser wrappers): a run
+    # stopped half-way and resumed writes the same metrics and ends with the same weights as an unbroken run.
+    config = {
+        "exp_name": "r", "runs_dir": str(tmp_path), "seed": 3,
+        "env": {"id": "CartPole-v1"},
+        "policy": {"type": "a2c", "anneal_lr": False},
+        "pipeline": {"num_envs": 4, "rollout_steps": 8, "eval_every": 0, "checkpoint_every": 0,
+                     "normalize_obs": normalize, "normalize_reward": normalize},
+    }
+    whole = train(config, ["pipeline.max_env_steps=640", "exp_name=whole"])
+    half = train(config, ["pipeline.max_env_steps=320", "exp_name=half"])
+    resumed = train(None, ["pipeline.max_env_steps=640"], resume=half["run_dir"])
+    assert resumed["env_steps"] == whole["env_steps"] == 640
+    whole_dir, half_dir = Path(whole["run_dir"]), Path(half["run_dir"])
+    rows = _rows_without_time(whole_dir)
+    assert any(row["episodes"] > 0 for row in rows[:10])  # episodes did finish around the stop
+    assert _rows_without_time(half_dir) == rows
+    a = torch.load(whole_dir / "model.pt", weights_only=False)["policy"]["model"]
+    b = torch.load(half_dir / "model.pt", weights_only=False)["policy"]["model"]
+    assert all(torch.equal(a[key], b[key]) for key in a)

@@ -7,6 +7,7 @@ env i and is stored with ``valid = False`` and masked out of learning.
 
 from __future__ import annotations
 
+import pickle
 import random
 import time
 from collections import deque
@@ -17,7 +18,7 @@ import torch
 from easydict import EasyDict
 
 from ..envs import make_vector_env, wrap_vector_env
-from ..envs.wrappers import NormalizeObservation, NormalizeReward
+from ..envs.wrappers import EpisodeStats, NormalizeObservation, NormalizeReward
 from ..policies.base import Rollout
 from ..registry import POLICY_REGISTRY
 from ..rl_utils import gae, gae_data
@@ -71,11 +72,13 @@ class SerialOnPolicyPipeline:
             cfg.env.id, pipe.num_envs, seed=cfg.seed, mode=pipe.vector_mode, env_kwargs=dict(cfg.env.kwargs),
             max_episode_steps=cfg.env.max_episode_steps,
         )
-        self.venv, self.stats = wrap_vector_env(
+        venv, _ = wrap_vector_env(
             venv, pipe.normalize_obs, pipe.normalize_reward, cfg.policy.gamma, pipe.clip_obs, pipe.clip_reward
         )
-        self.obs_normalizer = _find_wrapper(self.venv, NormalizeObservation)
-        self.reward_normalizer = _find_wrapper(self.venv, NormalizeReward)
+        self._attach_env(venv)
+        # The env's current observation and which sub-envs autoreset next; None until the first reset.
+        self._obs: np.ndarray | None = None
+        self._pending_reset: np.ndarray | None = None
         policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
         self.policy = policy_cls(cfg.policy, venv.single_observation_space, venv.single_action_space, self.device)
         self.iteration = 0
@@ -87,9 +90,27 @@ class SerialOnPolicyPipeline:
         if resume:
             self._restore(run_dir.load_checkpoint())
 
+    def _attach_env(self, venv: Any) -> None:
+        self.venv = venv
+        self.stats = _find_wrapper(venv, EpisodeStats)
+        self.obs_normalizer = _find_wrapper(venv, NormalizeObservation)
+        self.reward_normalizer = _find_wrapper(venv, NormalizeReward)
+
     # -- checkpoints --------------------------------------------------------------------------------------
+    def _env_snapshot(self) -> bytes | None:
+        """The whole vector env (episodes in progress, env RNGs) plus the current observation, pickled, so that
+        ``--resume`` continues the episodes exactly. None when the env cannot be pickled (e.g. async workers);
+        a resume then starts fresh episodes."""
+        if self._obs is None:
+            return None
+        try:
+            return pickle.dumps((self.venv, self._obs, self._pending_reset))
+        except Exception:  # any env that cannot be pickled falls back to a reset on resume
+            return None
+
     def _state(self) -> dict[str, Any]:
         return {
+            "env": self._env_snapshot(),
             "policy": self.policy.state_dict(),
             "obs_normalizer": self.obs_normalizer.state_dict() if self.obs_normalizer else None,
             "reward_normalizer": self.reward_normalizer.state_dict() if self.reward_normalizer else None,
@@ -114,6 +135,10 @@ class SerialOnPolicyPipeline:
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
+        if state.get("env") is not None:
+            venv, self._obs, self._pending_reset = pickle.loads(state["env"])
+            self.venv.close()
+            self._attach_env(venv)
 
     def save(self, final: bool = False) -> None:
         state = self._state()
@@ -162,14 +187,19 @@ class SerialOnPolicyPipeline:
     def run(self) -> dict[str, Any]:
         """Train until the env-step budget or ``stop_return``; returns the final summary."""
         cfg, pipe = self.cfg, self.cfg.pipeline
-        obs, _ = self.venv.reset(seed=cfg.seed + 7919 * self.iteration)
-        pending_reset = np.zeros(pipe.num_envs, dtype=bool)
+        if self._obs is None:
+            obs, _ = self.venv.reset(seed=cfg.seed + 7919 * self.iteration)
+            pending_reset = np.zeros(pipe.num_envs, dtype=bool)
+        else:  # resumed from a checkpoint with the env snapshot: the episodes continue where they were
+            obs, pending_reset = self._obs, self._pending_reset
         progress = Progress(pipe.max_env_steps, pipe.log_every_s)
         reason = "max_env_steps"
         start = time.perf_counter() - self.elapsed
         try:
             while self.env_steps < pipe.max_env_steps:
+                self._obs = None  # an interrupt inside the rollout leaves no consistent env snapshot
                 batch, obs, pending_reset = self._collect(obs, pending_reset)
+                self._obs, self._pending_reset = obs, pending_reset
                 self.env_steps += pipe.rollout_steps * pipe.num_envs
                 self._advantages(batch)
                 metrics = self.policy.learn(batch, min(self.env_steps / pipe.max_env_steps, 1.0))
