@@ -70,3 +70,22 @@ def test_scan_falls_back_to_numpy_for_mismatched_inputs():
     coeff = rng.random((9, 4)).astype(np.float32)  # dtype differs from x: numpy scan path
     expected = loop(coeff.astype(np.float64), x)
     np.testing.assert_allclose(_scan.scan_numpy_inplace(coeff.copy(), x.copy()), expected, rtol=1e-6)
+
+
+def test_a_stale_build_is_ignored_with_a_warning(monkeypatch):
+    import importlib
+    import sys
+    import types
+
+    stale = types.ModuleType("zoo.rl_utils._ckernels")
+    stale.VERSION = _scan._CKERNELS_VERSION - 1
+    monkeypatch.setitem(sys.modules, "zoo.rl_utils._ckernels", stale)
+    monkeypatch.delattr("zoo.rl_utils._ckernels", raising=False)
+    try:
+        with pytest.warns(RuntimeWarning, match="stale build.*pip install -e"):
+            importlib.reload(_scan)
+        assert not _scan.kernels_available()
+    finally:
+        monkeypatch.undo()
+        importlib.reload(_scan)
+    assert _scan.kernels_available()

@@ -258,4 +258,14 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ckernels", "Compiled loops for zoo.rl_utils.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__ckernels(void) { return PyModule_Create(&module); }
+/* Bumped whenever a signature or semantics above changes; _scan.py ignores a stale build of an older version. */
+#define ZOO_CKERNELS_VERSION 1
+
+PyMODINIT_FUNC PyInit__ckernels(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", ZOO_CKERNELS_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -16,12 +16,24 @@ that loop. They return None when the extension is missing, and callers then use 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
+
+_CKERNELS_VERSION = 1  # must equal ZOO_CKERNELS_VERSION in _ckernels.c
 
 try:
     from . import _ckernels
 except ImportError:  # built without a C compiler, or imported from a plain source checkout
+    _ckernels = None
+if _ckernels is not None and getattr(_ckernels, "VERSION", None) != _CKERNELS_VERSION:
+    warnings.warn(
+        "zoo.rl_utils._ckernels is a stale build of older sources: re-run `pip install -e .` to rebuild it "
+        "(using the numpy scan meanwhile)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     _ckernels = None
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
