@@ -1,5 +1,7 @@
-"""PPO on CartPole-v1. Expected: 100-episode training mean >= 475 (stop_return) in ~80-100k env steps
-(~8-10 s here, seeds 0-3), and a 10-episode deterministic eval mean of 500."""
+"""PPO on CartPole-v1 (16 envs x 16 steps, 5 epochs of one 256-sample minibatch, lr 2e-3 annealed).
+
+Expected: 100-episode training mean >= 475 (stop_return) and a 10-episode deterministic eval mean of 500. Seeds
+0-6 reached 475 in 79k-102k env steps (6-8 s here), except seed 6 (149k steps, 13 s)."""
 
 config = dict(
     exp_name="ppo_cartpole",
@@ -18,8 +20,8 @@ config = dict(
         entropy_coef=0.0,
     ),
     pipeline=dict(
-        num_envs=8,
-        rollout_steps=32,
+        num_envs=16,
+        rollout_steps=16,
         max_env_steps=200_000,
         stop_return=475.0,
         eval_every=0,

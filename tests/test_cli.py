@@ -40,6 +40,10 @@ def _run(tmp_path: Path, *extra: str) -> int:
         ("config = dict(policy=dict(type='ppo', learning_rate=-1.0))\n", "policy.learning_rate"),
         ("config = dict(policy=dict(type='ppo', gamma=1.5))\n", "policy.gamma"),
         ("config = dict(env=dict(id='CartPol-v1'), policy=dict(type='ppo'))\n", "CartPole-v1"),
+        # Keys whose default is None (off) still take numbers only.
+        ("config = dict(policy=dict(type='ppo'), pipeline=dict(stop_return='high'))\n", "pipeline.stop_return"),
+        ("config = dict(policy=dict(type='ppo', target_kl='0.01'))\n", "policy.target_kl"),
+        ("config = dict(env=dict(max_episode_steps=0), policy=dict(type='ppo'))\n", "env.max_episode_steps"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, body, message):

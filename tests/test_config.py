@@ -229,6 +229,8 @@ def test_check_ranges_reports_the_broken_bound_and_skips_missing_keys():
         ("policy.type=ppo", ("policy.type", "ppo")),
         ("name='1e-3'", ("name", "1e-3")),
         ("clip=null", ("clip", None)),
+        ("pipeline.stop_return=None", ("pipeline.stop_return", None)),
+        ("name=none", ("name", "none")),
         ("exp_name=", ("exp_name", "")),
         (" env.id = CartPole-v1 ", ("env.id", "CartPole-v1")),
         ("env.id=a=b", ("env.id", "a=b")),

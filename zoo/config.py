@@ -308,7 +308,8 @@ def parse_override(text: str) -> tuple[str, Any]:
     """Parse one ``--set`` argument ``KEY=VALUE`` into ``(dotted_key, value)``.
 
     The value is read as YAML with numbers done right: ``1`` -> int, ``-2.5``/``1e-3`` -> float,
-    ``true`` -> bool, ``[1, 2]`` -> list, ``null`` -> None, ``ppo`` -> str, and an empty value -> "".
+    ``true`` -> bool, ``[1, 2]`` -> list, ``null`` (or Python's ``None``) -> None, ``ppo`` -> str, and an empty
+    value -> "".
     Text that is not valid YAML is kept as a string (type validation reports it if a string is wrong).
 
     Examples:
@@ -322,6 +323,8 @@ def parse_override(text: str) -> tuple[str, Any]:
     raw = raw.strip()
     if raw == "":
         return key, ""
+    if raw == "None":  # configs are Python files, so users write None as in Python
+        return key, None
     try:
         value = _yaml_load(raw)
     except yaml.YAMLError:

@@ -29,7 +29,7 @@ BASE_CONFIG: dict[str, Any] = {
     "policy": {"type": "ppo"},
     "pipeline": {},
 }
-BASE_RANGES = {"torch_threads": Range(low=1)}
+BASE_RANGES = {"torch_threads": Range(low=1), "env.max_episode_steps": Range(low=1)}
 
 
 def resolve_config(

@@ -60,6 +60,7 @@ class SerialOnPolicyPipeline:
         "eval_every": (0, None),
         "eval_episodes": (1, None),
         "checkpoint_every": (0, None),
+        "stop_return": (None, None),  # None (off) or any number, never a string
     }
 
     def __init__(self, cfg: EasyDict, run_dir: RunDirectory, resume: bool = False) -> None:

@@ -29,6 +29,8 @@ class PPOPolicy(OnPolicyActorCritic):
         "clip_ratio": (0.0, 1.0),
         "epochs": (1, None),
         "minibatch_size": (1, None),
+        "dual_clip": (1.0, None),  # None (off) is allowed; a number must be a number (> 1 in ppo_error)
+        "target_kl": (0.0, None),
     }
 
     def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
