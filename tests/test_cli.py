@@ -44,6 +44,9 @@ def _run(tmp_path: Path, *extra: str) -> int:
         ("config = dict(policy=dict(type='ppo'), pipeline=dict(stop_return='high'))\n", "pipeline.stop_return"),
         ("config = dict(policy=dict(type='ppo', target_kl='0.01'))\n", "policy.target_kl"),
         ("config = dict(env=dict(max_episode_steps=0), policy=dict(type='ppo'))\n", "env.max_episode_steps"),
+        # Keys with a few allowed values are checked before the run directory is made.
+        ("config = dict(policy=dict(type='a2c', optimizer='rmsprp'))\n", "did you mean 'rmsprop'"),
+        ("config = dict(policy=dict(type='ppo', activation='sigmoid'))\n", "'tanh', 'relu', 'elu'"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, body, message):
@@ -53,6 +56,7 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, body, message):
     assert len(err.splitlines()) == 1 and err.startswith("zoo: error:")
     assert message in err
     assert "Traceback" not in err
+    assert not list((tmp_path / "runs").glob("*"))  # no half-made run directory is left behind
 
 
 def test_missing_config_file(tmp_path, capsys):

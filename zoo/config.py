@@ -20,7 +20,7 @@ import re
 import sys
 import traceback
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -302,6 +302,22 @@ def check_ranges(cfg: Mapping, rules: Mapping[str, Range]) -> None:
         problem = rule.violation(value)
         if problem is not None:
             raise ConfigError(f"config key '{dotted}' = {value!r} is out of range: {problem}")
+
+
+def check_choices(cfg: Mapping, rules: Mapping[str, Sequence[Any]]) -> None:
+    """Check values against ``rules`` (dotted key -> allowed values); absent keys are skipped.
+
+    Raises:
+        ConfigError: e.g. "config key 'policy.optimizer' = 'sgd' is not one of 'adam', 'rmsprop'".
+    """
+    for dotted, allowed in rules.items():
+        value = _get_dotted(cfg, dotted)
+        if value is _MISSING or value in allowed:
+            continue
+        options = ", ".join(repr(option) for option in allowed)
+        close = difflib.get_close_matches(str(value), [str(option) for option in allowed], n=1, cutoff=0.6)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"config key '{dotted}' = {value!r} is not one of {options}{hint}")
 
 
 def parse_override(text: str) -> tuple[str, Any]:

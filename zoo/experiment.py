@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 from easydict import EasyDict
 
-from .config import Range, apply_overrides, check_ranges, deep_merge, load_config_file, validate_keys_and_types
+from .config import (
+    Range,
+    apply_overrides,
+    check_choices,
+    check_ranges,
+    deep_merge,
+    load_config_file,
+    validate_keys_and_types,
+)
 from .errors import ConfigError, ZooError
 from .pipelines.run_dir import CONFIG_FILE, RunDirectory, new_run_directory
 from .plugins import import_modules, load_plugins
@@ -54,11 +63,14 @@ def resolve_config(
                                       "pipeline": pipeline_cls.default_config})
     validate_keys_and_types(user_cfg, schema)
     cfg = deep_merge(schema, user_cfg)
-    ranges = dict(BASE_RANGES)
+    ranges, choices = dict(BASE_RANGES), {}
     for section, owner in (("policy", policy_cls), ("pipeline", pipeline_cls)):
         for key, (low, high) in getattr(owner, "config_ranges", {}).items():
             ranges[f"{section}.{key}"] = Range(low=low, high=high)
+        for key, allowed in getattr(owner, "config_choices", {}).items():
+            choices[f"{section}.{key}"] = allowed
     check_ranges(cfg, ranges)
+    check_choices(cfg, choices)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device '{cfg.device}' requested but CUDA is not available: use --device cpu")
     if cfg.device != "cpu" and not cfg.device.startswith("cuda"):
@@ -98,7 +110,12 @@ def train(
     run_dir = RunDirectory(run_path)
     run_dir.write_config(cfg)
     pipeline_cls = PIPELINE_REGISTRY.get(POLICY_REGISTRY.get(cfg.policy.type).pipeline)
-    pipeline = pipeline_cls(cfg, run_dir, resume=resume is not None)
+    try:
+        pipeline = pipeline_cls(cfg, run_dir, resume=resume is not None)
+    except BaseException:
+        if resume is None:  # a new run that could not start (e.g. bad env kwargs) leaves no directory behind
+            shutil.rmtree(run_path, ignore_errors=True)
+        raise
     summary = pipeline.run()
     summary["run_dir"] = str(run_path)
     return summary

@@ -11,8 +11,8 @@ from easydict import EasyDict
 
 from ..rl_utils import categorical_log_prob, gaussian_log_prob
 from .base import CollectOutput, Policy
-from .networks import ActorCritic
-from .optim import FlatOptimizer
+from .networks import ACTIVATIONS, ActorCritic
+from .optim import FLAT_ALGORITHMS, FlatOptimizer
 
 
 class OnPolicyActorCritic(Policy):
@@ -43,6 +43,10 @@ class OnPolicyActorCritic(Policy):
         "entropy_coef": (0.0, None),
         "max_grad_norm": (0.0, None),
     }
+    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {
+        "optimizer": FLAT_ALGORITHMS,
+        "activation": tuple(ACTIVATIONS),
+    }
 
     def __init__(
         self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device
@@ -53,8 +57,6 @@ class OnPolicyActorCritic(Policy):
             cfg.init_log_std,
         ).to(device)
         self.discrete = self.model.discrete
-        if cfg.optimizer not in ("adam", "rmsprop"):
-            raise ValueError(f"policy.optimizer '{cfg.optimizer}' is unknown: use 'adam' or 'rmsprop'")
         # One flat buffer for all parameters: torch.optim's per-tensor overhead dominates for small networks.
         self.optimizer = FlatOptimizer(self.model, cfg.optimizer, cfg.learning_rate, eps=cfg.adam_eps)
         if not self.discrete:

@@ -84,6 +84,8 @@ class Policy:
     pipeline: ClassVar[str] = "serial_onpolicy"
     # Config keys with allowed ranges, checked before a run starts: key -> (low, high) inclusive, None = open.
     config_ranges: ClassVar[dict[str, tuple[float | None, float | None]]] = {}
+    # Config keys that take one of a few values, checked before a run starts: key -> allowed values.
+    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
     def __init__(
         self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device

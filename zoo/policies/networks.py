@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 _FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu}
 
 
@@ -19,7 +19,7 @@ def mlp(sizes: list[int], activation: str) -> nn.Sequential:
     """Linear layers between consecutive ``sizes`` with ``activation`` after each (orthogonal, gain sqrt 2)."""
     layers: list[nn.Module] = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        layers += [orthogonal(nn.Linear(fan_in, fan_out), math.sqrt(2)), _ACTIVATIONS[activation]()]
+        layers += [orthogonal(nn.Linear(fan_in, fan_out), math.sqrt(2)), ACTIVATIONS[activation]()]
     return nn.Sequential(*layers)
 
 
@@ -49,8 +49,8 @@ class ActorCritic(nn.Module):
         init_log_std: float = 0.0,
     ) -> None:
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation '{activation}' is unknown: use one of {sorted(_ACTIVATIONS)}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation '{activation}' is unknown: use one of {sorted(ACTIVATIONS)}")
         obs_dim = int(np.prod(observation_space.shape))
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         if not self.discrete and not isinstance(action_space, gym.spaces.Box):

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+FLAT_ALGORITHMS = ("adam", "rmsprop")
+
 
 class FlatOptimizer:
     """Adam or RMSprop on a module's parameters, stored contiguously.
@@ -43,7 +45,7 @@ class FlatOptimizer:
         betas: tuple[float, float] = (0.9, 0.999),
         alpha: float = 0.99,
     ) -> None:
-        if algorithm not in ("adam", "rmsprop"):
+        if algorithm not in FLAT_ALGORITHMS:
             raise ValueError(f"optimizer '{algorithm}' is unknown: use 'adam' or 'rmsprop'")
         params = [p for p in module.parameters() if p.requires_grad]
         if not params:
@@ -60,7 +62,6 @@ class FlatOptimizer:
             p.data = self.flat[offset : offset + n].view_as(p)
             p.grad = self.grad[offset : offset + n].view_as(p)
             offset += n
-        self.params = params
         self.steps = 0
         if algorithm == "adam":
             self.exp_avg = torch.zeros_like(self.flat)
