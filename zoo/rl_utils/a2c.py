@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import torch
 
 from ._checks import check_ndim, check_same_shape, check_shape
-from .distributions import _finite_log_softmax, gaussian_entropy, gaussian_log_prob
+from .distributions import _categorical_log_prob_and_entropy, gaussian_entropy, gaussian_log_prob
 
 a2c_data = namedtuple("a2c_data", ["logit", "action", "value", "adv", "return_", "weight"])
 a2c_loss = namedtuple("a2c_loss", ["policy_loss", "value_loss", "entropy_loss"])
@@ -73,10 +73,7 @@ def a2c_error(data: tuple) -> a2c_loss:
     leading = logit.shape[:-1]
     check_shape("action", action, tuple(leading), "(B,)" if len(leading) == 1 else "(B, A)")
     _check_targets(value, adv, return_, leading)
-    # One log-softmax for both terms (entropy's clamp only touches -inf logits of masked actions).
-    log_probs = _finite_log_softmax(logit, -1)
-    log_prob = log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-    return _losses(log_prob, -(log_probs.exp() * log_probs).sum(-1), value, adv, return_, weight)
+    return _losses(*_categorical_log_prob_and_entropy(logit, action), value, adv, return_, weight)
 
 
 def a2c_error_continuous(data: tuple) -> a2c_loss:

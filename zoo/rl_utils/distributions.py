@@ -38,8 +38,21 @@ def entropy(logits: torch.Tensor, dim: int = -1) -> torch.Tensor:
         >>> entropy(torch.zeros(2, 4))  # uniform over 4: log(4)
         tensor([1.3863, 1.3863])
     """
-    log_probs = _finite_log_softmax(logits, dim)
+    return _entropy_of(_finite_log_softmax(logits, dim), dim)
+
+
+def _entropy_of(log_probs: torch.Tensor, dim: int) -> torch.Tensor:
     return -(log_probs.exp() * log_probs).sum(dim)
+
+
+def _categorical_log_prob_and_entropy(logits: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``log pi(action)`` and the entropy from one log-softmax (the caller has checked the shapes).
+
+    Equal to ``categorical_log_prob`` and ``entropy`` except for a chosen action whose logit is ``-inf``, whose
+    log-prob is the dtype's lowest finite value instead of ``-inf``.
+    """
+    log_probs = _finite_log_softmax(logits, -1)
+    return log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1), _entropy_of(log_probs, -1)
 
 
 def one_hot(index: torch.Tensor, num: int, num_first: bool = False) -> torch.Tensor:
