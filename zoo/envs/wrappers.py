@@ -15,6 +15,7 @@ so that episode statistics see the environment's own rewards. ``wrap_vector_env`
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -127,6 +128,10 @@ class EpisodeStats(_NextStepWrapper):
         return finished
 
 
+def _normalize_obs(obs_rms: RunningMeanStd, clip: float, epsilon: float, obs: Any) -> np.ndarray:
+    return obs_rms.normalize(np.asarray(obs, dtype=np.float64), clip, epsilon).astype(np.float32)
+
+
 class NormalizeObservation(_NextStepWrapper):
     """Standardise Box observations with running statistics: ``clip((obs - mean) / sqrt(var + epsilon))``.
 
@@ -164,7 +169,7 @@ class NormalizeObservation(_NextStepWrapper):
 
     def normalize(self, obs: Any) -> np.ndarray:
         """Normalise observations with the current statistics, without updating them (float32)."""
-        return self.obs_rms.normalize(np.asarray(obs, dtype=np.float64), self.clip, self.epsilon).astype(np.float32)
+        return _normalize_obs(self.obs_rms, self.clip, self.epsilon, obs)
 
     @classmethod
     def frozen(cls, state: dict[str, Any], clip: float = 10.0, epsilon: float = 1e-8) -> Callable[[Any], np.ndarray]:
@@ -172,11 +177,7 @@ class NormalizeObservation(_NextStepWrapper):
         rms_state = state["obs_rms"]
         obs_rms = RunningMeanStd(shape=tuple(rms_state["shape"]))
         obs_rms.load_state_dict(rms_state)
-
-        def normalize(obs: Any) -> np.ndarray:
-            return obs_rms.normalize(np.asarray(obs, dtype=np.float64), clip, epsilon).astype(np.float32)
-
-        return normalize
+        return functools.partial(_normalize_obs, obs_rms, clip, epsilon)
 
     def state_dict(self) -> dict[str, Any]:
         """The observation statistics (picklable)."""
