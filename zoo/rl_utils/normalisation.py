@@ -39,7 +39,8 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 def _combine_moments(
-    count_a: float, mean_a: np.ndarray, var_a: np.ndarray, count_b: float, mean_b: np.ndarray, var_b: np.ndarray
+    count_a: float, mean_a: np.ndarray | float, var_a: np.ndarray | float, count_b: float, mean_b: np.ndarray,
+    var_b: np.ndarray,
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Chan et al. (1979): count, mean and population variance of the union of two disjoint data sets."""
     if count_b == 0:
@@ -135,18 +136,13 @@ class RunningMeanStd:
         self._refresh()
 
     def _refresh(self) -> None:
-        # Cache the prior-combined moments: normalize() runs every environment step. This is _combine_moments
-        # with the prior (count epsilon, mean 0, variance 1) written out, since update() runs every step too.
-        if self.epsilon == 0.0 or self._data_count == 0:
-            if self._data_count == 0:
-                mean, var = np.zeros(self.shape), np.ones(self.shape)
-            else:
-                mean, var = self._data_mean.copy(), self._data_var.copy()
-        else:
-            count, total = self._data_count, self.epsilon + self._data_count
-            delta = self._data_mean
-            mean = delta * (count / total)
-            var = (self.epsilon + self._data_var * count + np.square(delta) * (self.epsilon * count / total)) / total
+        # Cache the prior-combined moments: normalize() runs every environment step.
+        if self._data_count == 0:
+            mean, var = np.zeros(self.shape), np.ones(self.shape)
+        elif self.epsilon == 0.0:
+            mean, var = self._data_mean.copy(), self._data_var.copy()
+        else:  # the prior: epsilon pseudo-samples of mean 0 and variance 1 (scalars: no arrays to allocate)
+            _, mean, var = _combine_moments(self.epsilon, 0.0, 1.0, self._data_count, self._data_mean, self._data_var)
         self._mean, self._var = _read_only(np.asarray(mean)), _read_only(np.asarray(var))
 
     @property
