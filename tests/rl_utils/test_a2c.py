@@ -200,3 +200,62 @@ def test_continuous_needs_a_mu_sigma_dict():
     data = _make(0, 3, 2, None, False, True)
     with pytest.raises(ValueError, match="logit must be a dict"):
         a2c_error_continuous(data._replace(logit=data.logit["mu"]))
+
+
+# ---------------------------------------------------------------- inputs DI-engine 0.5.3 accepts beyond (B,) / (B, A)
+
+
+def _make_of(lead: tuple, size: int, seed: int, continuous: bool) -> a2c_data:
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(shape):
+        return torch.randn(shape, generator=gen, dtype=torch.float64)
+
+    if continuous:
+        mu, sigma = randn((*lead, size)), 0.5 + torch.rand((*lead, size), generator=gen, dtype=torch.float64)
+        logit, action = {"mu": mu, "sigma": sigma}, mu + sigma * randn((*lead, size))
+    else:
+        logit, action = randn((*lead, size)), torch.randint(0, size, lead, generator=gen)
+    weight = torch.rand(lead, generator=gen, dtype=torch.float64)
+    return a2c_data(logit, action, randn(lead), randn(lead), randn(lead), weight)
+
+
+def _assert_loss(loss: a2c_loss, expected: tuple[float, float, float]) -> None:
+    for got, want in zip(loss, expected):
+        assert got.item() == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("lead", [(4, 3, 2), (2, 3, 2, 2)])  # (T, B, A), (T, B, A, C)
+@pytest.mark.parametrize("continuous", [False, True])
+def test_any_leading_dimensions_match_loop(lead, continuous):
+    data = _make_of(lead, 3, seed=len(lead), continuous=continuous)
+    _assert_loss(_error(data), _reference(data))
+
+
+def test_discrete_single_sample_and_integer_valued_actions():
+    data = _make_of((), 4, seed=3, continuous=False)  # logits (N,), a 0-dim action: one sample
+    _assert_loss(a2c_error(data), _reference(data))
+    batch = _make_of((5,), 4, seed=4, continuous=False)
+    for action in (batch.action.int(), batch.action.double()):  # torch's Categorical (DI-engine) takes these too
+        _assert_loss(a2c_error(batch._replace(action=action)), _reference(batch))
+
+
+@pytest.mark.parametrize("sigma_shape", [(3,), (1, 3)])
+def test_continuous_state_independent_sigma_and_shared_action_broadcast(sigma_shape):
+    data = _make_of((5,), 3, seed=5, continuous=True)
+    sigma = torch.tensor([0.6, 1.0, 1.7], dtype=torch.float64)
+    broadcast = data._replace(logit={**data.logit, "sigma": sigma.reshape(sigma_shape)})
+    expanded = data._replace(logit={**data.logit, "sigma": sigma.expand(5, 3)})  # one sigma row per sample
+    _assert_loss(a2c_error_continuous(broadcast), _reference(expanded))
+    action = torch.tensor([0.1, -0.4, 0.9], dtype=torch.float64)
+    shared = _reference(data._replace(action=action.expand(5, 3)))
+    _assert_loss(a2c_error_continuous(data._replace(action=action)), shared)
+
+
+def test_continuous_mean_without_action_dimension_stays_rejected():
+    # DI-engine reads a (B,) mean as one sample with B action dimensions: its "log-probability" is a sum over the
+    # batch. zoo asks for (B, 1).
+    data = _make_of((5,), 1, seed=6, continuous=True)
+    squeezed = {"mu": data.logit["mu"][:, 0], "sigma": data.logit["sigma"][:, 0]}
+    with pytest.raises(ValueError, match=r"^logit\['mu'\] has shape"):
+        a2c_error_continuous(data._replace(logit=squeezed, action=data.action[:, 0]))

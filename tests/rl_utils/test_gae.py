@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zoo.rl_utils.gae import gae, gae_data
+
+# The module, not the function ``zoo.rl_utils.gae`` that the package exports under the same name.
+gae_module = importlib.import_module("zoo.rl_utils.gae")
 
 # Every test here runs on both recurrence backends (compiled loops and the numpy scan).
 pytestmark = pytest.mark.usefixtures("recurrence_backend")
@@ -342,9 +348,126 @@ def test_shape_errors_name_the_field(field, bad):
         gae(data)
 
 
-def test_multi_agent_reward_must_be_time_batch():
+def test_flags_must_have_the_shape_of_reward():
     value = torch.zeros(4, 3, 2)
+    with pytest.raises(ValueError, match="reward"):  # neither value's shape nor value's without its last dimension
+        gae(gae_data(value, value, torch.zeros(4, 3, 3), None, None))
     with pytest.raises(ValueError, match="reward"):
-        gae(gae_data(value, value, torch.zeros(4, 3, 2), None, None))
+        gae(gae_data(value, value, torch.zeros(4, 2), None, None))
     with pytest.raises(ValueError, match="done"):
         gae(gae_data(value, value, torch.zeros(4, 3), torch.zeros(4, 3, 2), None))
+    with pytest.raises(ValueError, match="traj_flag"):  # DI-engine would broadcast (T, B) against (T, B, A)
+        gae(gae_data(value, value, value, None, torch.zeros(4, 3)))
+    with pytest.raises(ValueError, match="done"):
+        gae(gae_data(torch.zeros(5), torch.zeros(5), torch.zeros(5), torch.zeros(5, 1), None))
+    with pytest.raises(ValueError, match="value"):
+        gae(gae_data(torch.tensor(1.0), torch.tensor(1.0), torch.tensor(1.0), None, None))
+
+
+# ---------------------------------------------------------------- every shape DI-engine 0.5.3 accepts
+
+
+def _gae_any_shape_reference(data: gae_data, gamma: float, lambda_: float) -> torch.Tensor:
+    """Plain loop over every trajectory of a (T, ...) rollout; when value has one more (last) dimension than reward,
+    that dimension holds agents sharing the reward and flags of their position."""
+    value, next_value, reward, done, traj_flag = data
+    shared = value.ndim == reward.ndim + 1
+    zeros = torch.zeros(reward.shape, dtype=torch.float64)
+    dones = zeros if done is None else done.double()
+    flags = dones if traj_flag is None else traj_flag.double()
+    out = torch.zeros(value.shape, dtype=torch.float64)
+    for position in np.ndindex(*value.shape[1:]):
+        outer = position[:-1] if shared else position
+        column = _gae_column(
+            [value[(t, *position)].item() for t in range(value.shape[0])],
+            [next_value[(t, *position)].item() for t in range(value.shape[0])],
+            [float(reward[(t, *outer)]) for t in range(value.shape[0])],
+            [dones[(t, *outer)].item() for t in range(value.shape[0])],
+            [flags[(t, *outer)].item() for t in range(value.shape[0])],
+            gamma,
+            lambda_,
+        )
+        for t, x in enumerate(column):
+            out[(t, *position)] = x
+    return out
+
+
+def _rollout_of_shape(value_shape, reward_shape, seed, flag_dtype=torch.float64, dtype=torch.float64):
+    generator = torch.Generator().manual_seed(seed)
+    value = torch.randn(value_shape, generator=generator, dtype=dtype)
+    next_value = torch.randn(value_shape, generator=generator, dtype=dtype)
+    reward = torch.randn(reward_shape, generator=generator, dtype=dtype)
+    done = torch.rand(reward_shape, generator=generator) < 0.2
+    traj_flag = done | (torch.rand(reward_shape, generator=generator) < 0.2)
+    return gae_data(value, next_value, reward, done.to(flag_dtype), traj_flag.to(flag_dtype))
+
+
+def test_hand_single_trajectory():
+    # DI-engine's users pass one concatenated trajectory (T,): value = [1, 2, 3], reward = [1, 1, 1],
+    # gamma = lambda = 0.5, terminated at t = 1 (bool done, as a collector stores it), next_value = [2, 3, 4]:
+    # delta = [1 + 1 - 1, 1 + 0 - 2, 1 + 2 - 3] = [1, -1, 0]; adv[2] = 0, adv[1] = -1 (cut), adv[0] = 1 - 0.25.
+    value, next_value = torch.tensor(VALUE), torch.tensor([2.0, 3.0, 4.0])
+    done = torch.tensor([False, True, False])
+    adv = gae(gae_data(value, next_value, torch.tensor(REWARD), done, None), 0.5, 0.5)
+    assert adv.shape == (3,) and adv.dtype == torch.float32
+    assert torch.allclose(adv, torch.tensor([0.75, -1.0, 0.0]), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 9, 70])
+@pytest.mark.parametrize("flag_dtype", [torch.bool, torch.long, torch.float32, torch.float64])
+def test_single_trajectory_against_loop(steps, flag_dtype):
+    data = _rollout_of_shape((steps,), (steps,), seed=steps, flag_dtype=flag_dtype)
+    before = _clone(data)
+    adv = gae(data, 0.99, 0.9)
+    _assert_unchanged(before, data)
+    assert adv.shape == (steps,) and adv.dtype == torch.float64
+    assert torch.allclose(adv, _gae_any_shape_reference(data, 0.99, 0.9), rtol=0, atol=1e-10)
+    # traj_flag=None (= done) and done=None
+    for variant in (data._replace(traj_flag=None), data._replace(done=None), data._replace(done=None, traj_flag=None)):
+        assert torch.allclose(gae(variant, 0.99, 0.9), _gae_any_shape_reference(variant, 0.99, 0.9), atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "value_shape, reward_shape",
+    [
+        ((6, 3), (6,)),  # one trajectory, 3 agents sharing its reward
+        ((6, 3, 2), (6, 3, 2)),  # a reward per agent
+        ((6, 2, 3, 2), (6, 2, 3)),  # (T, B, C, A): agents share the reward of their (b, c)
+        ((6, 2, 3, 2), (6, 2, 3, 2)),
+        ((0,), (0,)),
+    ],
+)
+def test_any_time_major_shape_against_loop(value_shape, reward_shape):
+    data = _rollout_of_shape(value_shape, reward_shape, seed=len(value_shape), flag_dtype=torch.bool)
+    before = _clone(data)
+    adv = gae(data, 0.9, 0.8)
+    _assert_unchanged(before, data)
+    assert adv.shape == value_shape
+    assert torch.allclose(adv, _gae_any_shape_reference(data, 0.9, 0.8), rtol=0, atol=1e-10)
+
+
+def test_integer_rewards_and_float32():
+    data = _rollout_of_shape((12,), (12,), seed=4, dtype=torch.float32)
+    data = data._replace(reward=torch.arange(12) % 3 - 1)
+    adv = gae(data, 0.95, 0.9)
+    assert adv.dtype == torch.float32
+    assert torch.allclose(adv.double(), _gae_any_shape_reference(data, 0.95, 0.9), rtol=1e-5, atol=1e-5)
+
+
+def test_single_trajectory_on_the_accelerator_path(monkeypatch):
+    # Off the CPU gae runs on torch operations (_gae_torch); route CPU tensors there to check its shape handling.
+    monkeypatch.setattr(gae_module, "_gae_cpu", gae_module._gae_torch)
+    for value_shape, reward_shape in (((9,), (9,)), ((9, 3), (9,)), ((9, 2, 3, 2), (9, 2, 3)), ((9, 2), (9, 2))):
+        data = _rollout_of_shape(value_shape, reward_shape, seed=7, flag_dtype=torch.bool)
+        before = _clone(data)
+        adv = gae(data, 0.9, 0.8)
+        _assert_unchanged(before, data)
+        assert adv.shape == value_shape and not adv.requires_grad
+        assert torch.allclose(adv, _gae_any_shape_reference(data, 0.9, 0.8), rtol=0, atol=1e-10)
+
+
+def test_single_trajectory_carries_no_gradient():
+    data = _rollout_of_shape((8,), (8,), seed=8)
+    value = data.value.clone().requires_grad_(True)
+    adv = gae(data._replace(value=value), 0.9, 0.8)
+    assert not adv.requires_grad and adv.grad_fn is None

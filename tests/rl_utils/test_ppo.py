@@ -395,3 +395,109 @@ def test_continuous_needs_mu_sigma_dicts():
     data = _continuous(0, 3, 2, None, False)
     with pytest.raises(ValueError, match="mu_sigma_old must be a dict"):
         ppo_error_continuous(data._replace(mu_sigma_old=(data.mu_sigma_old["mu"], data.mu_sigma_old["sigma"])))
+
+
+# ---------------------------------------------------------------- inputs DI-engine 0.5.3 accepts beyond (B,) / (B, A)
+
+
+def _discrete_of(lead: tuple, num: int, seed: int) -> ppo_data:
+    gen, randn = _noise(seed, torch.float64)
+    logit_new, value_new = randn((*lead, num)), randn(lead)
+    return ppo_data(logit_new, logit_new + 0.6 * randn((*lead, num)), torch.randint(0, num, lead, generator=gen),
+                    value_new, value_new + 0.3 * randn(lead), randn(lead), randn(lead),
+                    torch.rand(lead, generator=gen, dtype=torch.float64))
+
+
+def _continuous_of(lead: tuple, dim: int, seed: int) -> ppo_data_continuous:
+    gen, randn = _noise(seed, torch.float64)
+    mu, value_new = randn((*lead, dim)), randn(lead)
+    sigma = 0.5 + torch.rand((*lead, dim), generator=gen, dtype=torch.float64)
+    old = {"mu": mu + 0.4 * randn((*lead, dim)), "sigma": sigma * 1.2}
+    return ppo_data_continuous({"mu": mu, "sigma": sigma}, old, mu + sigma * randn((*lead, dim)), value_new,
+                               value_new + 0.3 * randn(lead), randn(lead), randn(lead),
+                               torch.rand(lead, generator=gen, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("lead", [(), (4, 3, 2), (2, 3, 2, 2)])  # one sample, (T, B, A), (T, B, A, C)
+@pytest.mark.parametrize("dual_clip", [None, 2.0])
+def test_discrete_any_leading_dimensions_match_loop(lead, dual_clip):
+    data = _discrete_of(lead, 3, seed=len(lead))
+    loss, info = ppo_error(data, 0.2, True, dual_clip)
+    _assert_matches(loss, info, *_expected(data, 0.2, True, dual_clip))
+    policy, policy_info = ppo_policy_error(ppo_policy_data(*data[:3], data.adv, data.weight), 0.2, dual_clip)
+    assert policy.policy_loss.item() == pytest.approx(loss.policy_loss.item(), rel=1e-12)
+    assert policy_info == info
+
+
+@pytest.mark.parametrize("lead", [(4, 3, 2), (2, 3, 2, 2)])
+def test_continuous_any_leading_dimensions_match_loop(lead):
+    data = _continuous_of(lead, 2, seed=len(lead))
+    loss, info = ppo_error_continuous(data, 0.2, True, 3.0)
+    _assert_matches(loss, info, *_expected(data, 0.2, True, 3.0))
+
+
+@pytest.mark.parametrize("shape", [(), (5, 3, 2)])
+@pytest.mark.parametrize("use_value_clip", [False, True])
+def test_value_error_any_shape_matches_loop(shape, use_value_clip):
+    _, randn = _noise(11, torch.float64)
+    value_new, return_, weight = randn(shape), randn(shape), randn(shape).abs()
+    value_old = value_new + 0.3 * randn(shape)
+    loss = ppo_value_error(ppo_value_data(value_new, value_old, return_, weight), 0.2, use_value_clip)
+    expected = _reference_value(_flat(value_new), _flat(value_old), _flat(return_), _flat(weight), 0.2, use_value_clip)
+    assert loss.item() == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("sigma_shape", [(2,), (1, 2)])
+def test_continuous_state_independent_sigma_broadcasts(sigma_shape):
+    # A (D,) or (1, D) standard deviation (an nn.Parameter shared by every state): DI-engine's Normal broadcasts it.
+    data = _continuous_of((5,), 2, seed=12)
+    new_sigma = torch.tensor([0.7, 1.3], dtype=torch.float64).reshape(sigma_shape)
+    old_sigma = torch.tensor([0.9, 1.1], dtype=torch.float64).reshape(sigma_shape)
+    data = data._replace(mu_sigma_new={**data.mu_sigma_new, "sigma": new_sigma},
+                         mu_sigma_old={**data.mu_sigma_old, "sigma": old_sigma})
+    loss, info = ppo_error_continuous(data, 0.2, True, None)
+    expanded = data._replace(  # the reference reads one sigma row per sample
+        mu_sigma_new={**data.mu_sigma_new, "sigma": new_sigma.expand(5, 2)},
+        mu_sigma_old={**data.mu_sigma_old, "sigma": old_sigma.expand(5, 2)},
+    )
+    _assert_matches(loss, info, *_expected(expanded, 0.2, True, None))
+
+
+def test_continuous_old_mu_sigma_of_shape_b_is_one_action_dimension():
+    # DI-engine 0.5.3 reads a 1-D old mu/sigma (B,) as (B, 1): one action dimension, as buffers often store it.
+    data = _continuous_of((6,), 1, seed=13)
+    squeezed = {"mu": data.mu_sigma_old["mu"][:, 0], "sigma": data.mu_sigma_old["sigma"][:, 0]}
+    loss, info = ppo_error_continuous(data._replace(mu_sigma_old=squeezed), 0.2, True, None)
+    _assert_matches(loss, info, *_expected(data, 0.2, True, None))
+    policy, _ = ppo_policy_error_continuous(
+        ppo_policy_data_continuous(data.mu_sigma_new, squeezed, data.action, data.adv, data.weight)
+    )
+    assert policy.policy_loss.item() == pytest.approx(loss.policy_loss.item(), rel=1e-12)
+    with pytest.raises(ValueError, match="mu_sigma_old"):  # (B,) still means (B, 1): not (B, 2)
+        ppo_error_continuous(_continuous_of((6,), 2, seed=13)._replace(mu_sigma_old=squeezed))
+
+
+def test_continuous_action_broadcast_over_the_batch():
+    data = _continuous_of((4,), 3, seed=14)
+    action = torch.tensor([0.5, -0.25, 1.0], dtype=torch.float64)
+    loss, info = ppo_error_continuous(data._replace(action=action), 0.2, True, None)
+    _assert_matches(loss, info, *_expected(data._replace(action=action.expand(4, 3)), 0.2, True, None))
+    with pytest.raises(ValueError, match="^action has shape"):  # the last dimension must stay D
+        ppo_error_continuous(data._replace(action=data.action[:, :1]))
+
+
+def test_integer_valued_actions_of_any_dtype():
+    # torch's Categorical takes int32 actions and floats holding integers; so does DI-engine's PPO.
+    data = _discrete_of((5,), 4, seed=15)
+    expected = ppo_error(data)
+    for action in (data.action.int(), data.action.double()):
+        loss, info = ppo_error(data._replace(action=action))
+        assert loss.policy_loss.item() == pytest.approx(expected[0].policy_loss.item(), rel=1e-12)
+        assert info == expected[1]
+
+
+def test_logits_without_sample_dimensions_are_rejected():
+    # DI-engine would broadcast one distribution over the batch; a dropped dimension is a bug here.
+    data = _discrete_of((5,), 4, seed=16)
+    with pytest.raises(ValueError, match="^logit_new has shape"):
+        ppo_error(data._replace(logit_new=data.logit_new[0], logit_old=data.logit_old[0]))

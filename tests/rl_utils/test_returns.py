@@ -429,3 +429,122 @@ def test_td_lambda_error_weight_per_sample_like_dingo():
 def test_td_lambda_error_weight_shape_error():
     with pytest.raises(ValueError, match="weight"):
         td_lambda_error(td_lambda_data(torch.zeros(6, 3), torch.zeros(5, 3), torch.zeros(4, 3)))
+
+
+# ---------------------------------------------------------------- inputs DI-engine 0.5.3 accepts beyond (T, B)
+
+
+def _columns(x: torch.Tensor) -> torch.Tensor:
+    """(T, ...) -> (T, prod(...)): the (T, B) loops above then run over every trajectory."""
+    return x.reshape(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("shape", [(6, 3, 2), (6, 2, 2, 2), (6,), (1, 2, 2)])
+def test_lambda_returns_extra_dimensions_and_single_trajectory(shape):
+    generator = torch.Generator().manual_seed(len(shape))
+    values = _rand(shape[0] + 1, *shape[1:], generator=generator)
+    rewards = _rand(*shape, generator=generator)
+    done = torch.rand(shape, generator=generator) < 0.25
+    for flags in (None, done, done.long(), done.double()):
+        result = generalized_lambda_returns(values, rewards, 0.9, 0.8, flags)
+        assert result.shape == shape
+        expected = _lambda_return_loop(_columns(values), _columns(rewards), 0.9, 0.8,
+                                       None if flags is None else _columns(flags))
+        assert torch.allclose(_columns(result), expected, rtol=0, atol=1e-10)
+    gammas = torch.rand(shape, generator=generator, dtype=torch.float64)
+    lambdas = torch.rand(shape, generator=generator, dtype=torch.float64)
+    forward = multistep_forward_view(values[1:], rewards, gammas, lambdas, done.double())
+    expected = _lambda_return_loop(_columns(values), _columns(rewards), _columns(gammas), _columns(lambdas),
+                                   _columns(done))
+    assert forward.shape == shape and torch.allclose(_columns(forward), expected, rtol=0, atol=1e-10)
+
+
+def test_lambda_returns_of_integer_rewards_are_not_truncated():
+    # DI-engine 0.5.3 writes the returns into torch.empty_like(rewards): integer rewards give truncated returns.
+    values = torch.tensor([[0.0], [1.0], [2.0]])
+    rewards = torch.tensor([[1], [1]])
+    # G[1] = 1 + 0.5 * 2 = 2; G[0] = 1 + 0.5 * (0.5 * 1 + 0.5 * 2) = 1.75
+    result = generalized_lambda_returns(values, rewards, 0.5, 0.5)
+    assert result.dtype == torch.float32
+    assert torch.allclose(result, torch.tensor([[1.75], [2.0]]), rtol=0, atol=1e-6)
+    forward = multistep_forward_view(values[1:].double(), rewards, 0.5, 0.5)
+    assert forward.dtype == torch.float64 and torch.allclose(forward, torch.tensor([[1.75], [2.0]]).double())
+
+
+@pytest.mark.parametrize("weight_shape", [None, (3, 2), (5, 3, 2)])
+def test_td_lambda_error_extra_dimensions(weight_shape):
+    generator = torch.Generator().manual_seed(17)
+    value = _rand(6, 3, 2, generator=generator).requires_grad_(True)
+    reward = _rand(5, 3, 2, generator=generator)
+    weight = None if weight_shape is None else torch.rand(weight_shape, generator=generator, dtype=torch.float64)
+    loss = td_lambda_error(td_lambda_data(value, reward, weight), 0.9, 0.8)
+    returns = _lambda_return_loop(_columns(value.detach()), _columns(reward), 0.9, 0.8)
+    w = torch.ones(5, 3, 2, dtype=torch.float64) if weight is None else weight.expand(5, 3, 2)
+    error = (returns - _columns(value.detach())[:-1]).tolist()
+    flat_w = _columns(w).tolist()
+    expected = sum(0.5 * error[t][i] ** 2 * flat_w[t][i] for t in range(5) for i in range(6)) / 30
+    assert loss.item() == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_td_lambda_error_single_trajectory():
+    value = torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64)
+    reward = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    # returns [1.75, 2.0] (as above); loss = 0.5 * ((1.75 - 0)^2 + (2 - 1)^2) / 2
+    loss = td_lambda_error(td_lambda_data(value, reward, None), 0.5, 0.5)
+    assert loss.item() == pytest.approx(0.25 * (1.75**2 + 1.0))
+
+
+def _nstep_leading_reference(reward, next_value, done, gammas, nstep, value_gamma=None):
+    """One loop per (b, a): done, the list gamma and value_gamma are per sample b (the leading dimension)."""
+    out = torch.zeros(next_value.shape, dtype=torch.float64)
+    for index in np.ndindex(*next_value.shape):
+        g = gammas[index[0]]
+        total = sum(g**k * float(reward[(k, *index)]) for k in range(nstep))
+        factor = g**nstep if value_gamma is None else float(value_gamma[index[0]])
+        out[index] = total + factor * next_value[index].item() * (1.0 - float(done[index[0]]))
+    return out
+
+
+def test_nstep_return_per_sample_flags_for_agents():
+    # reward (nstep, B, A), next_value (B, A), done (B,): DI-engine's view_similar aligns done with B.
+    nstep, batch, agents = 3, 4, 4  # A == B: broadcasting done against the last dimension would go unnoticed
+    generator = torch.Generator().manual_seed(21)
+    reward = _rand(nstep, batch, agents, generator=generator)
+    next_value = _rand(batch, agents, generator=generator)
+    done = torch.tensor([True, False, False, True])
+    value_gamma = torch.rand(batch, generator=generator, dtype=torch.float64)
+    data = nstep_return_data(reward, next_value, done)
+    expected = _nstep_leading_reference(reward, next_value, done, [0.9] * batch, nstep)
+    assert torch.allclose(nstep_return(data, 0.9, nstep), expected, rtol=0, atol=1e-12)
+    expected = _nstep_leading_reference(reward, next_value, done, [0.9] * batch, nstep, value_gamma)
+    assert torch.allclose(nstep_return(data, 0.9, nstep, value_gamma), expected, rtol=0, atol=1e-12)
+    gammas = [0.9, 0.5, 0.99, 0.3]
+    expected = _nstep_leading_reference(reward, next_value, done, gammas, nstep)
+    got = nstep_return(data, [torch.tensor(g) for g in gammas], nstep)
+    assert torch.allclose(got.double(), expected, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="done"):
+        nstep_return(data._replace(done=torch.zeros(agents + 1)), 0.9, nstep)
+
+
+def test_nstep_return_integer_rewards_with_per_sample_gammas():
+    reward = torch.tensor([[1, 2], [1, 2]])
+    next_value = torch.tensor([4.0, 4.0])
+    done = torch.tensor([0, 1])
+    # b = 0: 1 + 0.5 * 1 + 0.25 * 4 = 2.5; b = 1 (done): 2 + 0.25 * 2 = 2.5
+    got = nstep_return(nstep_return_data(reward, next_value, done), [torch.tensor(0.5), torch.tensor(0.25)], 2)
+    assert torch.allclose(got, torch.tensor([2.5, 2.5]))
+
+
+def test_nstep_return_single_sample_and_scalar_value_gamma():
+    reward, next_value = torch.tensor([1.0, 1.0, 1.0]), torch.tensor(8.0)
+    # 1 + 0.5 + 0.25 + 0.125 * 8
+    assert nstep_return(nstep_return_data(reward, next_value, torch.tensor(0)), 0.5, 3).item() == pytest.approx(2.75)
+    data = nstep_return_data(torch.ones(3, 2), torch.full((2,), 8.0), torch.zeros(2))
+    assert torch.allclose(nstep_return(data, 0.5, 3, 0.25), torch.full((2,), 1.75 + 2.0))
+    assert torch.allclose(nstep_return(data, 0.5, 3, torch.tensor(0.25)), torch.full((2,), 1.75 + 2.0))
+
+
+def test_discount_cumsum_default_gamma_is_one():
+    # DI-engine 0.5.3's discount_cumsum(x, gamma=1.0): returns-to-go of decision transformers.
+    np.testing.assert_allclose(discount_cumsum(np.array([1.0, 2.0, 4.0])), [7.0, 6.0, 4.0], rtol=0, atol=1e-12)
+    assert torch.equal(discount_cumsum(torch.tensor([1.0, 2.0, 4.0])), torch.tensor([7.0, 6.0, 4.0]))

@@ -767,3 +767,116 @@ def test_loss_shape_errors():
         vtrace_error_continuous_action(cont._replace(action=torch.zeros(4, 2, 3, dtype=torch.float64)))
     with pytest.raises(ValueError, match="value"):
         vtrace_error_continuous_action(cont._replace(value=torch.zeros(4, 2, dtype=torch.float64)))
+
+
+# ---------------------------------------------------------------- shapes DI-engine 0.5.3 accepts beyond (T, B)
+# The float64 references above run column by column on (T, B); a (T,) or (T, B, A) input is checked against them on
+# its columns, i.e. reshaped to (T, -1).
+
+
+def _columns(x: torch.Tensor, trailing: int = 0) -> torch.Tensor:
+    return x.reshape(x.shape[0], -1, *x.shape[x.ndim - trailing :]) if trailing else x.reshape(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("shape", [(7,), (7, 3, 2), (1,)])
+def test_nstep_return_single_trajectory_and_extra_dimensions(shape):
+    generator = torch.Generator().manual_seed(len(shape))
+    steps = shape[0]
+    rhos = 2.0 * torch.rand(shape, generator=generator, dtype=torch.float64)
+    cs = torch.rand(shape, generator=generator, dtype=torch.float64)
+    reward = torch.randn(shape, generator=generator, dtype=torch.float64)
+    values = torch.randn((steps + 1, *shape[1:]), generator=generator, dtype=torch.float64)
+    before = _clone_tree((rhos, cs, reward, values))
+    vs = vtrace_nstep_return(rhos, cs, reward, values, 0.9, 0.8)
+    _assert_same_tree(before, (rhos, cs, reward, values))
+    assert vs.shape == shape and not vs.requires_grad
+    expected = _vtrace_reference(_columns(rhos), _columns(cs), _columns(reward), _columns(values), 0.9, 0.8)
+    assert torch.allclose(_columns(vs), expected, rtol=0, atol=1e-10)
+    # episode ends: bool done, float traj_flag, next_value, all of reward's shape
+    done = torch.rand(shape, generator=generator) < 0.3
+    traj_flag = (done | (torch.rand(shape, generator=generator) < 0.3)).double()
+    next_value = torch.randn(shape, generator=generator, dtype=torch.float64)
+    ends = vtrace_nstep_return(
+        rhos, cs, reward, values, 0.9, 0.8, done=done, traj_flag=traj_flag, next_value=next_value
+    )
+    expected = _vtrace_reference(
+        _columns(rhos), _columns(cs), _columns(reward), _columns(values), 0.9, 0.8,
+        _columns(done), _columns(traj_flag), _columns(next_value),
+    )
+    assert ends.shape == shape and torch.allclose(_columns(ends), expected, rtol=0, atol=1e-10)
+
+
+def test_nstep_return_integer_rewards_of_a_single_trajectory():
+    rhos = cs = torch.ones(3)
+    vs = vtrace_nstep_return(rhos, cs, torch.tensor([1, 2, 3]), torch.zeros(4), gamma=0.5, lambda_=1.0)
+    assert torch.allclose(vs, torch.tensor([1 + 0.5 * 2 + 0.25 * 3, 2 + 0.5 * 3, 3.0]))  # DI-engine's LongTensor reward
+
+
+def _discrete_of_shape(lead: tuple, actions: int, seed: int) -> vtrace_data:
+    generator = torch.Generator().manual_seed(seed)
+    steps = lead[0]
+    return vtrace_data(
+        torch.randn((*lead, actions), generator=generator, dtype=torch.float64),
+        torch.randn((*lead, actions), generator=generator, dtype=torch.float64),
+        torch.randint(actions, lead, generator=generator),
+        torch.randn((steps + 1, *lead[1:]), generator=generator, dtype=torch.float64),
+        torch.randn(lead, generator=generator, dtype=torch.float64),
+        torch.rand(lead, generator=generator, dtype=torch.float64),
+    )
+
+
+@pytest.mark.parametrize("lead", [(6,), (5, 2, 3)])  # (T,) one trajectory; (T, B, A) agents
+def test_discrete_loss_single_trajectory_and_extra_dimensions(lead):
+    data = _discrete_of_shape(lead, 3, seed=80 + len(lead))
+    before = _clone_tree(data)
+    loss = vtrace_error_discrete_action(data, 0.95, 0.9, 1.0, 1.0, 1.0)
+    _assert_same_tree(before, data)
+    action = _columns(data.action)
+    target_logp, ent = _categorical_terms(_columns(data.target_output, 1), action)
+    behaviour_logp, _ = _categorical_terms(_columns(data.behaviour_output, 1), action)
+    expected, _, _ = _loss_reference(
+        target_logp, behaviour_logp, ent, _columns(data.value), _columns(data.reward), _columns(data.weight),
+        0.95, 0.9, 1.0, 1.0, 1.0,
+    )
+    for got, want in zip(loss, expected):
+        assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("lead", [(6,), (5, 2, 3)])
+@pytest.mark.parametrize("shared_sigma", [False, True])
+def test_continuous_loss_single_trajectory_extra_dimensions_and_shared_sigma(lead, shared_sigma):
+    generator = torch.Generator().manual_seed(90 + len(lead))
+    steps, dims = lead[0], 2
+    mu = torch.randn((*lead, dims), generator=generator, dtype=torch.float64)
+    sigma = 0.5 + torch.rand((*lead, dims), generator=generator, dtype=torch.float64)
+    behaviour_mu = mu + 0.3 * torch.randn((*lead, dims), generator=generator, dtype=torch.float64)
+    behaviour_sigma = 1.2 * sigma
+    if shared_sigma:  # a (D,) state-independent standard deviation, which torch's Normal (DI-engine) broadcasts
+        sigma, behaviour_sigma = torch.tensor([0.7, 1.4], dtype=torch.float64), torch.tensor([0.9, 1.1]).double()
+    action = behaviour_mu + torch.randn((*lead, dims), generator=generator, dtype=torch.float64)
+    value = torch.randn((steps + 1, *lead[1:]), generator=generator, dtype=torch.float64)
+    reward = torch.randn(lead, generator=generator, dtype=torch.float64)
+    data = vtrace_data({"mu": mu, "sigma": sigma}, {"mu": behaviour_mu, "sigma": behaviour_sigma}, action, value,
+                       reward, None)
+    loss = vtrace_error_continuous_action(data, 0.9, 0.95, 1.0, 1.0, 1.0)
+    full = (*lead, dims)
+    t_logp, ent = _gaussian_terms(_columns(mu, 1), _columns(sigma.expand(full), 1), _columns(action, 1))
+    b_logp, _ = _gaussian_terms(_columns(behaviour_mu, 1), _columns(behaviour_sigma.expand(full), 1),
+                                _columns(action, 1))
+    expected, _, _ = _loss_reference(t_logp, b_logp, ent, _columns(value), _columns(reward), None,
+                                     0.9, 0.95, 1.0, 1.0, 1.0)
+    for got, want in zip(loss, expected):
+        assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+def test_loss_per_sample_weight_applies_to_every_step():
+    # DI-engine multiplies by weight and broadcasts: a (B,) weight weighs every step of its column.
+    data = _discrete_batch(5, 3, 4, seed=95)
+    per_sample = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    loss = vtrace_error_discrete_action(data._replace(weight=per_sample), 0.9, 0.9)
+    target_logp, ent = _categorical_terms(data.target_output, data.action)
+    behaviour_logp, _ = _categorical_terms(data.behaviour_output, data.action)
+    expected, _, _ = _loss_reference(target_logp, behaviour_logp, ent, data.value, data.reward,
+                                     per_sample.expand(5, 3), 0.9, 0.9, 1.0, 1.0, 1.0)
+    for got, want in zip(loss, expected):
+        assert got.item() == pytest.approx(want, rel=1e-10, abs=1e-12)

@@ -3,8 +3,8 @@
 Names, namedtuple fields, defaults and return arity follow DI-engine 0.5.3's ``ding.rl_utils``, so switching is a
 change of import. Conventions kept everywhere in this package:
 
-- sequence estimators (gae, returns, V-trace) take time-major tensors ``(T, B, ...)``; per-sample losses take
-  ``(B, ...)``;
+- sequence estimators (gae, returns, V-trace) take time-major tensors ``(T, B, ...)``, and like DI-engine a single
+  trajectory ``(T,)``; per-sample losses take ``(B, ...)``, with any further leading dimensions (``(T, B, A, ...)``);
 - losses are 0-dim tensors, info fields are Python floats;
 - no function mutates its inputs, and targets (returns, advantages, importance weights) carry no gradient;
 - ``done`` means terminated (no bootstrap); ``traj_flag`` means the trace ends (terminated or truncated; a

@@ -30,3 +30,25 @@ def check_ndim(field: str, tensor: torch.Tensor, ndims: Sequence[int], expected_
     """Raise ValueError when ``tensor.ndim`` is not one of ``ndims``."""
     if tensor.ndim not in ndims:
         raise ValueError(f"{field} has shape {tuple(tensor.shape)}, expected {expected_text}")
+
+
+def check_broadcasts_to(field: str, tensor: torch.Tensor, like_field: str, like: torch.Tensor) -> None:
+    """Raise ValueError unless ``tensor`` broadcasts (numpy rules: trailing dimensions aligned) to the shape of
+    ``like`` without enlarging it, e.g. a ``(D,)`` or ``(1, D)`` standard deviation shared by a ``(B, D)`` batch."""
+    try:
+        fits = torch.broadcast_shapes(tensor.shape, like.shape) == like.shape and tensor.ndim <= like.ndim
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"{field} has shape {tuple(tensor.shape)}, expected the shape of {like_field} {tuple(like.shape)} or one "
+            "that broadcasts to it"
+        )
+
+
+def check_gaussian_action(action: torch.Tensor, mu: torch.Tensor, mu_field: str) -> None:
+    """Raise ValueError unless a Gaussian policy's ``action`` has the shape of its mean ``mu`` ``(..., D)`` or
+    broadcasts to it keeping the last (action) dimension ``D``, as torch's ``Independent(Normal, 1)`` requires."""
+    check_broadcasts_to("action", action, mu_field, mu)
+    if action.ndim == 0 or action.shape[-1] != mu.shape[-1]:
+        raise ValueError(f"action has shape {tuple(action.shape)}, expected the shape of {mu_field} {tuple(mu.shape)}")

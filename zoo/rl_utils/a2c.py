@@ -3,10 +3,20 @@
 Overview:
     The DI-engine 0.5.3 ``ding.rl_utils.a2c`` API: ``a2c_data(logit, action, value, adv, return_, weight)`` in,
     ``a2c_loss(policy_loss, value_loss, entropy_loss)`` out, all three 0-dim tensors. Per-sample shapes ``(B, ...)``;
-    a multi-agent batch adds an agent dimension ``(B, A, ...)`` to every field. As in DI-engine the value loss is the
-    plain weighted mean squared error (no 0.5 factor, unlike ``ppo_value_error``). Unlike DI-engine, ``adv``,
-    ``return_`` and ``weight`` are treated as constants (detached), so a caller who forgot to detach them cannot
-    push gradient into the advantage estimator.
+    a multi-agent batch adds an agent dimension ``(B, A, ...)`` to every field, and as in DI-engine any further
+    leading dimensions (``(T, B, A, ...)``) are accepted too. As in DI-engine the value loss is the plain weighted
+    mean squared error (no 0.5 factor, unlike ``ppo_value_error``), ``weight=None`` means uniform, categorical
+    actions may be of any integer dtype (or floats holding integers), a Gaussian ``sigma`` may broadcast to ``mu``
+    (e.g. a ``(D,)`` state-independent standard deviation) and mixed float dtypes follow torch's type promotion.
+
+    Where zoo differs from DI-engine 0.5.3, zoo is right and says so:
+
+    - ``adv``, ``return_`` and ``weight`` are treated as constants (detached), so a caller who forgot to detach them
+      cannot push gradient into the advantage estimator.
+    - ``value``, ``adv``, ``return_`` and ``weight`` must have exactly the leading shape of the logits; DI-engine
+      broadcasts a mismatched one (``(B, 1)`` against ``(B,)`` gives a ``(B, B)`` loss) with at most a warning.
+    - A continuous ``mu`` must have an action dimension, ``(B, D)``: DI-engine takes a 1-D ``(B,)`` mean as a single
+      sample with B action dimensions and returns a loss that sums log-probabilities over the batch.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from collections.abc import Mapping
 
 import torch
 
-from ._checks import check_ndim, check_same_shape, check_shape
+from ._checks import check_broadcasts_to, check_gaussian_action, check_same_shape
 from .distributions import _categorical_log_prob_and_entropy, gaussian_entropy, gaussian_log_prob
 
 a2c_data = namedtuple("a2c_data", ["logit", "action", "value", "adv", "return_", "weight"])
@@ -24,7 +34,8 @@ a2c_loss = namedtuple("a2c_loss", ["policy_loss", "value_loss", "entropy_loss"])
 
 
 def _check_targets(value: torch.Tensor, adv: torch.Tensor, return_: torch.Tensor, leading: torch.Size) -> None:
-    check_shape("value", value, tuple(leading), "(B,)" if len(leading) == 1 else "(B, A)")
+    if value.shape != leading:
+        raise ValueError(f"value has shape {tuple(value.shape)}, expected {tuple(leading)}")
     check_same_shape("adv", adv, "value", value)
     check_same_shape("return_", return_, "value", value)
 
@@ -60,8 +71,9 @@ def a2c_error(data: tuple) -> a2c_loss:
     Returns:
         - a2c_loss(policy_loss, value_loss, entropy_loss): 0-dim tensors.
     Shapes:
-        - logit: ``(B, N)`` or ``(B, A, N)``.
-        - action (integer), value, adv, return_, weight: ``(B,)`` or ``(B, A)``.
+        - logit: ``(B, N)``, ``(B, A, N)`` or any ``(..., N)``.
+        - action (integer, or float holding integers), value, adv, return_, weight: the leading shape ``(...)`` of
+          ``logit``, e.g. ``(B,)`` or ``(B, A)``.
     Examples:
         >>> data = a2c_data(torch.randn(4, 3, requires_grad=True), torch.randint(0, 3, (4,)),
         ...                 torch.randn(4, requires_grad=True), torch.randn(4), torch.randn(4), None)
@@ -69,9 +81,14 @@ def a2c_error(data: tuple) -> a2c_loss:
         >>> (loss.policy_loss + 0.5 * loss.value_loss - 0.01 * loss.entropy_loss).backward()
     """
     logit, action, value, adv, return_, weight = data
-    check_ndim("logit", logit, (2, 3), "(B, N) or (B, A, N)")
+    if logit.ndim != action.ndim + 1:  # one distribution broadcast over the batch: DI-engine takes it silently
+        raise ValueError(
+            f"logit has shape {tuple(logit.shape)}, expected the shape of action {tuple(action.shape)} followed by "
+            "N: (B, N), (B, A, N), ..."
+        )
     leading = logit.shape[:-1]
-    check_shape("action", action, tuple(leading), "(B,)" if len(leading) == 1 else "(B, A)")
+    if action.shape != leading:
+        raise ValueError(f"action has shape {tuple(action.shape)}, expected {tuple(leading)}")
     _check_targets(value, adv, return_, leading)
     return _losses(*_categorical_log_prob_and_entropy(logit, action), value, adv, return_, weight)
 
@@ -88,8 +105,10 @@ def a2c_error_continuous(data: tuple) -> a2c_loss:
     Returns:
         - a2c_loss(policy_loss, value_loss, entropy_loss): 0-dim tensors.
     Shapes:
-        - logit['mu'], logit['sigma'], action: ``(B, D)`` or ``(B, A, D)``.
-        - value, adv, return_, weight: ``(B,)`` or ``(B, A)``.
+        - logit['mu'], action: ``(B, D)``, ``(B, A, D)`` or any ``(..., D)`` with at least one leading dimension;
+          ``action`` may also broadcast to ``mu`` keeping its last dimension ``D``.
+        - logit['sigma']: the shape of ``mu`` or one that broadcasts to it, e.g. ``(D,)``.
+        - value, adv, return_, weight: the leading shape ``(...)`` of ``mu``, e.g. ``(B,)`` or ``(B, A)``.
     Examples:
         >>> logit = {"mu": torch.zeros(4, 2, requires_grad=True), "sigma": torch.ones(4, 2)}
         >>> loss = a2c_error_continuous(a2c_data(logit, torch.randn(4, 2), torch.randn(4, requires_grad=True),
@@ -99,8 +118,10 @@ def a2c_error_continuous(data: tuple) -> a2c_loss:
     if not isinstance(logit, Mapping) or "mu" not in logit or "sigma" not in logit:
         raise ValueError(f"logit must be a dict with keys 'mu' and 'sigma', got {type(logit).__name__}")
     mu, sigma = logit["mu"], logit["sigma"]
-    check_ndim("logit['mu']", mu, (2, 3), "(B, D) or (B, A, D)")
-    check_same_shape("logit['sigma']", sigma, "logit['mu']", mu)
-    check_same_shape("action", action, "logit['mu']", mu)
+    if mu.ndim < 2:  # DI-engine would read a (B,) mean as one sample with B action dimensions
+        raise ValueError(f"logit['mu'] has shape {tuple(mu.shape)}, expected (B, D), (B, A, D), ...")
+    check_broadcasts_to("logit['sigma']", sigma, "logit['mu']", mu)
+    check_gaussian_action(action, mu, "logit['mu']")
     _check_targets(value, adv, return_, mu.shape[:-1])
-    return _losses(gaussian_log_prob(mu, sigma, action), gaussian_entropy(sigma), value, adv, return_, weight)
+    entropy_per_sample = gaussian_entropy(sigma.expand_as(mu))
+    return _losses(gaussian_log_prob(mu, sigma, action), entropy_per_sample, value, adv, return_, weight)

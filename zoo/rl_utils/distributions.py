@@ -59,17 +59,27 @@ def one_hot(index: torch.Tensor, num: int, num_first: bool = False) -> torch.Ten
     """One-hot float encoding of integer ``index`` (DI-engine ``one_hot`` semantics).
 
     Arguments:
-        - index: integer tensor of any shape ``S``.
-        - num: number of classes; every index must lie in ``[0, num)``.
+        - index: integer tensor of any shape ``S``; every index lies in ``[0, num)``, or is ``-1``, which encodes
+          as all zeros (DI-engine's padding convention).
+        - num: number of classes.
         - num_first: put the class dimension first (``(num, *S)``) instead of last (``(*S, num)``).
     Returns:
-        - float32 tensor of shape ``(*S, num)`` or ``(num, *S)``.
+        - float32 tensor of shape ``(*S, num)`` or ``(num, *S)``, on the device of ``index``.
+    Examples:
+        >>> one_hot(torch.tensor([2, -1]), 3)
+        tensor([[0., 0., 1.],
+                [0., 0., 0.]])
     """
     if index.dtype.is_floating_point or index.dtype == torch.bool:
         raise ValueError(f"index has dtype {index.dtype}, expected an integer tensor")
-    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= num):
-        raise ValueError(f"index has values outside [0, {num}): min {int(index.min())}, max {int(index.max())}")
-    encoded = F.one_hot(index.long(), num).float()
+    if index.numel() and (int(index.min()) < -1 or int(index.max()) >= num):
+        raise ValueError(
+            f"index has values outside [0, {num}) and -1 (no class): min {int(index.min())}, max {int(index.max())}"
+        )
+    index = index.long()
+    padding = index == -1
+    encoded = F.one_hot(index.clamp(min=0), num).float()
+    encoded = encoded.masked_fill(padding.unsqueeze(-1), 0.0)
     if num_first:
         encoded = encoded.permute(-1, *range(encoded.dim() - 1))
     return encoded

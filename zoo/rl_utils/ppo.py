@@ -3,8 +3,12 @@
 Overview:
     The DI-engine 0.5.3 ``ding.rl_utils.ppo`` API (names, field order, defaults, return arity), for discrete
     (categorical) and continuous (diagonal Gaussian) policies. Inputs are per-sample tensors of shape ``(B, ...)``;
-    a multi-agent batch adds an agent dimension, ``(B, A, ...)``, to every field. Losses are 0-dim tensors and the
-    ``ppo_info`` fields are Python floats.
+    a multi-agent batch adds an agent dimension, ``(B, A, ...)``, to every field, and as in DI-engine any further
+    leading dimensions (``(T, B, A, ...)``) are accepted too. Losses are 0-dim tensors and the ``ppo_info`` fields
+    are Python floats. Also as in DI-engine: ``weight=None`` means uniform; actions may be any integer dtype (or
+    floats holding integers) for categorical policies; a Gaussian ``sigma`` may broadcast to ``mu`` (a ``(D,)``
+    state-independent standard deviation); an old ``mu``/``sigma`` of shape ``(B,)`` is read as ``(B, 1)``; mixed
+    float dtypes follow torch's type promotion.
 
     Where zoo differs from DI-engine 0.5.3, zoo is right and says so:
 
@@ -13,7 +17,9 @@ Overview:
     - ``adv``, ``return_``, ``weight``, the old log-probability and ``value_old`` are constants of the loss (detached);
       DI-engine lets gradient flow into them if the caller forgot to detach.
     - Multi-agent ``adv`` must have the shape ``(B, A)`` of ``action``; DI-engine silently averages the ratio over
-      agents when ``adv`` is ``(B,)``, which zoo rejects with a ValueError.
+      agents when ``adv`` is ``(B,)``, which zoo rejects with a ValueError. Likewise every per-sample field
+      (``adv``, ``weight``, values, returns) must have exactly the leading shape of the logits: DI-engine broadcasts
+      a mismatched one (e.g. ``(B, 1)`` against ``(B,)`` gives a ``(B, B)`` loss) without a word.
     - The optional 9th field ``logit_pretrained`` (a KL-to-pretrained term in DI-engine releases after 0.5.3) exists
       so that such code constructs, but only ``None`` is accepted: anything else raises NotImplementedError.
 """
@@ -25,7 +31,7 @@ from collections.abc import Mapping
 
 import torch
 
-from ._checks import check_ndim, check_same_shape, check_shape
+from ._checks import check_broadcasts_to, check_gaussian_action, check_same_shape
 from .distributions import categorical_log_prob, entropy, gaussian_entropy, gaussian_log_prob
 
 ppo_data = namedtuple(
@@ -53,8 +59,6 @@ ppo_value_data = namedtuple("ppo_value_data", ["value_new", "value_old", "return
 ppo_loss = namedtuple("ppo_loss", ["policy_loss", "value_loss", "entropy_loss"])
 ppo_policy_loss = namedtuple("ppo_policy_loss", ["policy_loss", "entropy_loss"])
 ppo_info = namedtuple("ppo_info", ["approx_kl", "clipfrac"])
-
-_LEADING_TEXT = {1: "(B,)", 2: "(B, A)"}
 
 
 def _check_clip(clip_ratio: float, dual_clip: float | None) -> None:
@@ -86,20 +90,37 @@ def _weight_or_ones(weight: torch.Tensor | None, like_field: str, like: torch.Te
 
 
 def _check_leading(field: str, tensor: torch.Tensor, leading: torch.Size) -> None:
-    check_shape(field, tensor, tuple(leading), _LEADING_TEXT.get(len(leading), str(tuple(leading))))
+    if tensor.shape != leading:
+        raise ValueError(f"{field} has shape {tuple(tensor.shape)}, expected {tuple(leading)}")
+
+
+def _check_logits(field: str, logits: torch.Tensor, action: torch.Tensor) -> None:
+    # Logits without their own sample dimensions would broadcast one distribution over the batch (DI-engine takes
+    # them silently); the field to blame is the logits when they have the wrong number of dimensions.
+    if logits.ndim != action.ndim + 1:
+        raise ValueError(
+            f"{field} has shape {tuple(logits.shape)}, expected the shape of action {tuple(action.shape)} followed "
+            "by N: (B, N), (B, A, N), ..."
+        )
 
 
 def _mu_sigma(
     field: str, mu_sigma: Mapping, like_mu: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mu, sigma)`` of a Gaussian policy output, checked; ``sigma`` may broadcast to ``mu`` (e.g. a ``(D,)``
+    state-independent standard deviation). ``like_mu``: the new policy's mean, which an old one must match; a 1-D
+    old ``mu``/``sigma`` pair is read as ``(B, 1)`` (DI-engine 0.5.3's rule for one action dimension)."""
     if not isinstance(mu_sigma, Mapping) or "mu" not in mu_sigma or "sigma" not in mu_sigma:
         raise ValueError(f"{field} must be a dict with keys 'mu' and 'sigma', got {type(mu_sigma).__name__}")
     mu, sigma = mu_sigma["mu"], mu_sigma["sigma"]
     if like_mu is None:
-        check_ndim(f"{field}['mu']", mu, (2, 3), "(B, D) or (B, A, D)")
+        if mu.ndim < 2:
+            raise ValueError(f"{field}['mu'] has shape {tuple(mu.shape)}, expected (B, D), (B, A, D), ...")
     else:
+        if mu.ndim == 1:
+            mu, sigma = mu.unsqueeze(-1), sigma.unsqueeze(-1)
         check_same_shape(f"{field}['mu']", mu, "mu_sigma_new['mu']", like_mu)
-    check_same_shape(f"{field}['sigma']", sigma, f"{field}['mu']", mu)
+    check_broadcasts_to(f"{field}['sigma']", sigma, f"{field}['mu']", mu)
     return mu, sigma
 
 
@@ -145,8 +166,9 @@ def ppo_policy_error(
         - ppo_info(approx_kl, clipfrac): Python floats, ``mean(logp_old - logp_new)`` and the unweighted fraction of
           samples whose ratio lies outside ``[1 - eps, 1 + eps]``.
     Shapes:
-        - logit_new, logit_old: ``(B, N)``, or ``(B, A, N)`` for ``A`` agents.
-        - action (integer), adv, weight: ``(B,)`` or ``(B, A)``.
+        - logit_new, logit_old: ``(B, N)``, ``(B, A, N)`` for ``A`` agents, or any ``(..., N)``.
+        - action (integer, or float holding integers), adv, weight: the leading shape ``(...)`` of the logits,
+          e.g. ``(B,)`` or ``(B, A)``.
     Examples:
         >>> data = ppo_policy_data(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3),
         ...                        torch.randint(0, 3, (4,)), torch.randn(4), None)
@@ -155,7 +177,7 @@ def ppo_policy_error(
     """
     _check_clip(clip_ratio, dual_clip)
     logit_new, logit_old, action, adv, weight = _fields(data, 5)
-    check_ndim("logit_new", logit_new, (2, 3), "(B, N) or (B, A, N)")
+    _check_logits("logit_new", logit_new, action)
     check_same_shape("logit_old", logit_old, "logit_new", logit_new)
     _check_leading("action", action, logit_new.shape[:-1])
     _check_leading("adv", adv, logit_new.shape[:-1])
@@ -182,14 +204,13 @@ def ppo_value_error(data: tuple, clip_ratio: float = 0.2, use_value_clip: bool =
     Returns:
         - value_loss: 0-dim tensor.
     Shapes:
-        - value_new, value_old, return_, weight: ``(B,)`` or ``(B, A)``.
+        - value_new, value_old, return_, weight: one shape, any: ``(B,)``, ``(B, A)``, ``(T, B, A)``, ...
     Examples:
         >>> ppo_value_error(ppo_value_data(torch.zeros(2), torch.zeros(2), torch.ones(2), None), 0.2, False)
         tensor(0.5000)
     """
     _check_clip(clip_ratio, None)
     value_new, value_old, return_, weight = _fields(data, 4)
-    check_ndim("value_new", value_new, (1, 2), "(B,) or (B, A)")
     check_same_shape("value_old", value_old, "value_new", value_new)
     check_same_shape("return_", return_, "value_new", value_new)
     weight = _weight_or_ones(weight, "value_new", value_new)
@@ -220,8 +241,8 @@ def ppo_error(
           ``policy_loss + value_weight * value_loss - entropy_weight * entropy_loss``.
         - ppo_info(approx_kl, clipfrac): Python floats.
     Shapes:
-        - logit_new, logit_old: ``(B, N)`` or ``(B, A, N)``.
-        - action, value_new, value_old, adv, return_, weight: ``(B,)`` or ``(B, A)``.
+        - logit_new, logit_old: ``(B, N)``, ``(B, A, N)`` or any ``(..., N)``.
+        - action, value_new, value_old, adv, return_, weight: the leading shape ``(...)`` of the logits.
     Examples:
         >>> B, N = 4, 3
         >>> data = ppo_data(torch.randn(B, N, requires_grad=True), torch.randn(B, N), torch.randint(0, N, (B,)),
@@ -258,8 +279,11 @@ def ppo_policy_error_continuous(
         - ppo_policy_loss(policy_loss, entropy_loss): 0-dim tensors.
         - ppo_info(approx_kl, clipfrac): Python floats.
     Shapes:
-        - mu, sigma (new and old), action: ``(B, D)`` or ``(B, A, D)``.
-        - adv, weight: ``(B,)`` or ``(B, A)``.
+        - mu (new and old), action: ``(B, D)``, ``(B, A, D)`` or any ``(..., D)`` with at least one leading
+          dimension; an old ``mu`` and ``sigma`` of shape ``(B,)`` stand for ``(B, 1)`` (DI-engine's rule).
+        - sigma: the shape of its ``mu`` or one that broadcasts to it, e.g. ``(D,)``; action may broadcast to
+          ``mu`` too, keeping its last dimension ``D``.
+        - adv, weight: the leading shape ``(...)`` of ``mu``, e.g. ``(B,)`` or ``(B, A)``.
     Examples:
         >>> mu = torch.zeros(4, 2, requires_grad=True)
         >>> data = ppo_policy_data_continuous({"mu": mu, "sigma": torch.ones(4, 2)},
@@ -271,12 +295,12 @@ def ppo_policy_error_continuous(
     mu_sigma_new, mu_sigma_old, action, adv, weight = _fields(data, 5)
     mu_new, sigma_new = _mu_sigma("mu_sigma_new", mu_sigma_new)
     mu_old, sigma_old = _mu_sigma("mu_sigma_old", mu_sigma_old, like_mu=mu_new)
-    check_same_shape("action", action, "mu_sigma_new['mu']", mu_new)
+    check_gaussian_action(action, mu_new, "mu_sigma_new['mu']")
     _check_leading("adv", adv, mu_new.shape[:-1])
     weight = _weight_or_ones(weight, "adv", adv)
     logp_new = gaussian_log_prob(mu_new, sigma_new, action)
     logp_old = gaussian_log_prob(mu_old, sigma_old, action)
-    entropy_loss = (gaussian_entropy(sigma_new) * weight).mean()
+    entropy_loss = (gaussian_entropy(sigma_new.expand_as(mu_new)) * weight).mean()
     policy_loss, info = _clipped_surrogate(logp_new, logp_old, adv, weight, clip_ratio, dual_clip)
     return ppo_policy_loss(policy_loss, entropy_loss), info
 
@@ -299,8 +323,8 @@ def ppo_error_continuous(
         - ppo_loss(policy_loss, value_loss, entropy_loss): 0-dim tensors.
         - ppo_info(approx_kl, clipfrac): Python floats.
     Shapes:
-        - mu, sigma (new and old), action: ``(B, D)`` or ``(B, A, D)``.
-        - value_new, value_old, adv, return_, weight: ``(B,)`` or ``(B, A)``.
+        - mu, sigma (new and old), action: as in ``ppo_policy_error_continuous``: ``(B, D)``, ``(B, A, D)``, ...
+        - value_new, value_old, adv, return_, weight: the leading shape ``(...)`` of ``mu``.
     Examples:
         >>> B, D = 4, 2
         >>> new = {"mu": torch.zeros(B, D, requires_grad=True), "sigma": torch.ones(B, D)}

@@ -7,6 +7,15 @@ keyword-only ``done`` / ``traj_flag`` / ``next_value`` arguments with the same m
 - ``traj_flag[t] = 1``: the trace stops at t (terminated or truncated); a truncated step bootstraps from
   ``next_value[t]``, the value of the final observation (defaults to ``bootstrap_values[t + 1]``).
 ``gamma`` may also be a ``(T, B)`` tensor of per-step discounts (scalable_agent's ``discounts``).
+
+Shapes: time-major ``(T, B)`` as in DI-engine's documentation, and, as DI-engine's code accepts, a single trajectory
+``(T,)`` or further dimensions ``(T, B, A, ...)`` (with values ``(T+1, ...)`` and logits ``(T, ..., N)``). Rewards
+and weights may be integer tensors (DI-engine documents LongTensors); a ``weight`` of shape ``(B, ...)`` (without
+T) applies to every step. Gaussian ``sigma`` may broadcast to ``mu``.
+
+Where zoo differs from DI-engine 0.5.3: targets and advantages never carry gradient, and
+``compute_importance_weights(..., requires_grad=True)`` differentiates through the target policy only (the behaviour
+policy that collected the data is a constant; DI-engine would also push gradient into it).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from collections import namedtuple
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_ndim, check_same_shape
+from ._checks import check_broadcasts_to, check_gaussian_action, check_same_shape
 from ._scan import backward_linear_recurrence, compute_dtype, fused_vtrace, numpy_view, scan_numpy_inplace
 from .distributions import categorical_log_prob, entropy, gaussian_entropy, gaussian_log_prob
 
@@ -52,6 +61,18 @@ def _episode_terms(
     return discount, trace, next_value
 
 
+def _check_time_major(values_field: str, values: torch.Tensor, reward: torch.Tensor) -> None:
+    """``reward`` is ``(T, ...)`` (at least 1-D) and ``values`` is ``(T+1, ...)``."""
+    if reward.ndim == 0:
+        raise ValueError("reward has shape (), expected (T, ...): (T,), (T, B), ...")
+    expected = (reward.shape[0] + 1, *reward.shape[1:])
+    if tuple(values.shape) != expected:
+        raise ValueError(
+            f"{values_field} has shape {tuple(values.shape)}, expected (T+1, ...) = {expected} for reward "
+            f"{tuple(reward.shape)}"
+        )
+
+
 def vtrace_nstep_return(
     clipped_rhos: torch.Tensor,
     clipped_cs: torch.Tensor,
@@ -76,21 +97,20 @@ def vtrace_nstep_return(
         - reward: rewards; bootstrap_values: ``V(x_0..x_T)``.
         - gamma: discount (float or per-step tensor); lambda_: trace-cutting factor of the V-trace paper.
     Returns:
-        - vs: ``(T, B)`` targets, without gradient.
+        - vs: targets of the shape of ``reward``, without gradient.
     Shapes:
-        - clipped_rhos, clipped_cs, reward: ``(T, B)``; bootstrap_values: ``(T+1, B)``.
+        - clipped_rhos, clipped_cs, reward (float or integer): ``(T, B)``, or ``(T,)``, or ``(T, B, ...)``;
+          bootstrap_values: ``(T+1, ...)``, e.g. ``(T+1, B)``.
+        - done, traj_flag (bool, integer or float), next_value, a tensor gamma: the shape of ``reward``.
     Examples:
         >>> T, B = 3, 1
         >>> ones = torch.ones(T, B)
         >>> vtrace_nstep_return(ones, ones, ones, torch.zeros(T + 1, B), gamma=1.0, lambda_=1.0)[:, 0]
         tensor([3., 2., 1.])
     """
-    check_ndim("reward", reward, (2,), "(T, B)")
+    _check_time_major("bootstrap_values", bootstrap_values, reward)
     check_same_shape("clipped_rhos", clipped_rhos, "reward", reward)
     check_same_shape("clipped_cs", clipped_cs, "reward", reward)
-    expected = (reward.shape[0] + 1, *reward.shape[1:])
-    if tuple(bootstrap_values.shape) != expected:
-        raise ValueError(f"bootstrap_values has shape {tuple(bootstrap_values.shape)}, expected (T+1, B) = {expected}")
     with torch.no_grad():
         values = bootstrap_values.detach()
         plain = done is None and traj_flag is None and next_value is None and not torch.is_tensor(gamma)
@@ -139,8 +159,8 @@ def vtrace_advantage(
 ) -> torch.Tensor:
     """Policy-gradient advantage ``rho_pg[t] * (reward[t] + gamma * return_[t] - bootstrap_values[t])``.
 
-    Shapes: all ``(T, B)``: ``return_`` is ``v[t+1]`` and ``bootstrap_values`` is ``V[t]`` (DI-engine's
-    convention). Returns ``(T, B)`` without gradient.
+    Shapes: all one shape, ``(T, B)`` (or ``(T,)``, ``(T, B, ...)``): ``return_`` is ``v[t+1]`` and
+    ``bootstrap_values`` is ``V[t]`` (DI-engine's convention). Returns that shape without gradient.
     """
     check_same_shape("return_", return_, "reward", reward)
     check_same_shape("bootstrap_values", bootstrap_values, "reward", reward)
@@ -155,7 +175,12 @@ def compute_importance_weights(
     action_space_type: str = "discrete",
     requires_grad: bool = False,
 ) -> torch.Tensor:
-    """``pi(a|x) / mu(a|x)`` from logits (discrete) or ``{'mu', 'sigma'}`` dicts (continuous, summed over D)."""
+    """``pi(a|x) / mu(a|x)`` from logits (discrete) or ``{'mu', 'sigma'}`` dicts (continuous, summed over D).
+
+    Shapes: logits ``(..., N)`` with an integer action ``(...)`` (or floats holding integers); or ``mu``, ``sigma``
+    and ``action`` ``(..., D)``, broadcasting. Returns ``(...)``. With ``requires_grad=True`` the gradient flows into
+    ``target_output`` only: the behaviour policy is a constant (DI-engine 0.5.3 differentiates both).
+    """
     if action_space_type == "discrete":
         log_target = categorical_log_prob(target_output, action)
         log_behaviour = categorical_log_prob(behaviour_output, action)
@@ -184,10 +209,7 @@ def _vtrace_error(
     traj_flag: torch.Tensor | None,
     next_value: torch.Tensor | None,
 ) -> vtrace_loss:
-    check_ndim("reward", reward, (2,), "(T, B)")
-    expected = (reward.shape[0] + 1, *reward.shape[1:])
-    if tuple(value.shape) != expected:
-        raise ValueError(f"value has shape {tuple(value.shape)}, expected (T+1, B) = {expected}")
+    _check_time_major("value", value, reward)
     with torch.no_grad():
         values = value.detach()
         check_same_shape("clipped_rhos", importance, "reward", reward)
@@ -204,7 +226,11 @@ def _vtrace_error(
         adv = importance.clamp(max=rho_pg_clip_ratio) * (reward + discount * vs_next - values[:-1])
     if weight is None:
         weight = torch.ones_like(reward)
-    check_same_shape("weight", weight, "reward", reward)
+    elif weight.shape != reward.shape and weight.shape != reward.shape[1:]:  # (B, ...): the same at every step
+        raise ValueError(
+            f"weight has shape {tuple(weight.shape)}, expected the shape of reward {tuple(reward.shape)} or "
+            f"{tuple(reward.shape[1:])}"
+        )
     policy_loss = -(log_prob * adv * weight).mean()
     value_loss = (F.mse_loss(value[:-1], vs, reduction="none") * weight).mean()
     entropy_loss = (entropy_values * weight).mean()
@@ -236,11 +262,18 @@ def vtrace_error_discrete_action(
     Returns:
         - ``vtrace_loss(policy_loss, value_loss, entropy_loss)``, 0-dim tensors.
     Shapes:
-        - target_output, behaviour_output: ``(T, B, N)`` logits; action, reward, weight: ``(T, B)``;
-          value: ``(T+1, B)``.
+        - target_output, behaviour_output: ``(T, B, N)`` logits; action (integer, or float holding integers),
+          reward (float or integer), weight: ``(T, B)``; value: ``(T+1, B)``. Also, as in DI-engine, a single
+          trajectory (logits ``(T, N)``, action and reward ``(T,)``, value ``(T+1,)``) or further dimensions
+          (``(T, B, A, N)`` with ``(T, B, A)`` and ``(T+1, B, A)``); weight may be ``(B, ...)``, the same at every
+          step.
     """
     target_output, behaviour_output, action, value, reward, weight = data
-    check_ndim("target_output", target_output, (3,), "(T, B, N)")
+    if target_output.ndim < 2 or target_output.shape[:-1] != reward.shape:
+        raise ValueError(
+            f"target_output has shape {tuple(target_output.shape)}, expected the shape of reward "
+            f"{tuple(reward.shape)} followed by N logits"
+        )
     check_same_shape("behaviour_output", behaviour_output, "target_output", target_output)
     check_same_shape("action", action, "reward", reward)
     importance = compute_importance_weights(target_output, behaviour_output, action, "discrete")
@@ -266,14 +299,25 @@ def vtrace_error_continuous_action(
 
     Shapes:
         - target_output, behaviour_output: dicts with ``mu`` and ``sigma`` of shape ``(T, B, D)``;
-          action: ``(T, B, D)``; value: ``(T+1, B)``; reward, weight: ``(T, B)``.
+          action: ``(T, B, D)``; value: ``(T+1, B)``; reward, weight: ``(T, B)``. Also, as in DI-engine, a single
+          trajectory (``mu`` ``(T, D)``, reward ``(T,)``, value ``(T+1,)``) or further dimensions
+          (``(T, B, A, D)``, reward ``(T, B, A)``); ``sigma`` (and ``action``, keeping its last dimension D) may
+          broadcast to ``mu``, e.g. a ``(D,)`` state-independent standard deviation; weight may be ``(B, ...)``.
     """
     target_output, behaviour_output, action, value, reward, weight = data
     for name, output in (("target_output", target_output), ("behaviour_output", behaviour_output)):
         if not isinstance(output, dict) or "mu" not in output or "sigma" not in output:
             raise ValueError(f"{name} must be a dict with 'mu' and 'sigma' of shape (T, B, D)")
-    check_ndim("target_output['mu']", target_output["mu"], (3,), "(T, B, D)")
-    check_same_shape("action", action, "target_output['mu']", target_output["mu"])
+    mu = target_output["mu"]
+    if mu.ndim < 2 or mu.shape[:-1] != reward.shape:
+        raise ValueError(
+            f"target_output['mu'] has shape {tuple(mu.shape)}, expected the shape of reward {tuple(reward.shape)} "
+            "followed by D"
+        )
+    check_broadcasts_to("target_output['sigma']", target_output["sigma"], "target_output['mu']", mu)
+    check_broadcasts_to("behaviour_output['mu']", behaviour_output["mu"], "target_output['mu']", mu)
+    check_broadcasts_to("behaviour_output['sigma']", behaviour_output["sigma"], "target_output['mu']", mu)
+    check_gaussian_action(action, mu, "target_output['mu']")
     importance = compute_importance_weights(target_output, behaviour_output, action, "continuous")
     log_prob = gaussian_log_prob(target_output["mu"], target_output["sigma"], action)
     entropy_values = gaussian_entropy(target_output["sigma"].expand_as(target_output["mu"]))
