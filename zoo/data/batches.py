@@ -1,0 +1,154 @@
+"""Batch types shared by collectors, pipelines and policies (they live below the policies, which read them).
+
+Shapes convention: time-major ``(T, B, ...)`` for rollouts and unrolls (T steps of B sub-envs), ``(N, ...)`` for
+flat sample sets. Termination and truncation are kept apart everywhere: ``terminated`` means the episode ended in
+a terminal state (no bootstrap), ``truncated`` means it was cut (by a time limit): a truncated step bootstraps
+from the value of its final observation.
+
+Vector envs autoreset in NEXT_STEP mode (see ``zoo.envs``): when sub-env ``i`` ends at step ``t``, the observation
+after step ``t`` (``obs[t + 1]``, or ``last_obs`` at the end) is that episode's final observation, and step
+``t + 1`` only resets sub-env ``i``: its action was ignored, its reward is 0, and it is stored with
+``valid = False`` so that learning masks it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class Samples(dict):
+    """Flat ``(N, ...)`` tensors by name, also readable as attributes: ``samples.obs``, ``samples.advantage``."""
+
+    def __getattr__(self, name: str) -> torch.Tensor:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no field '{name}' in these samples; present: {', '.join(self)}") from None
+
+
+@dataclass
+class Rollout:
+    """An on-policy batch of ``T`` steps of ``B`` sub-envs, from ``VectorCollector.rollout``.
+
+    Fields (time-major):
+        obs: ``(T, B, *obs_shape)`` float32, the observation each action was chosen from.
+        action: ``(T, B, *action_shape)``, the raw action the loss needs (the unclipped Gaussian sample, or the
+            discrete index); the env may have received a clipped version.
+        reward: ``(T, B)`` float32 (after reward normalisation, when the pipeline normalises).
+        terminated, truncated: ``(T, B)`` bool, as returned by the env for that step.
+        valid: ``(T, B)`` bool, False for autoreset steps (see the module docstring).
+        last_obs: ``(B, *obs_shape)``, the observation after step ``T - 1`` (bootstrapping the last step).
+        extras: ``(T, B, ...)`` tensors by name: whatever the policy returned with its actions (log-probs,
+            values, behaviour-policy outputs...), plus what the policy's ``process_rollout`` adds (advantages,
+            returns). Nothing in it is required by the pipeline.
+    """
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    valid: torch.Tensor
+    last_obs: torch.Tensor
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        """T, the number of steps per sub-env."""
+        return int(self.reward.shape[0])
+
+    @property
+    def num_envs(self) -> int:
+        """B, the number of sub-envs."""
+        return int(self.reward.shape[1])
+
+    def to(self, device: torch.device | str) -> Rollout:
+        """The same rollout with every tensor on ``device`` (the rollout itself when nothing moves)."""
+        device = torch.device(device)
+        if self.obs.device == device and all(x.device == device for x in self.extras.values()):
+            return self
+        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self) if f.name != "extras"}
+        return Rollout(**moved, extras={name: x.to(device) for name, x in self.extras.items()})
+
+    def with_extras(self, **extras: torch.Tensor) -> Rollout:
+        """A new rollout with ``extras`` added to (or replacing) this one's; this rollout is not modified."""
+        return replace(self, extras={**self.extras, **extras})
+
+    def valid_samples(self) -> Samples:
+        """Every per-step field and extra flattened to ``(N, ...)``, autoreset steps (``valid = False``) dropped.
+
+        The keys are ``obs, action, reward, terminated, truncated`` and the extras' names. When every step is
+        valid (the usual case) the tensors are views of the rollout's, without a copy.
+        """
+        per_step = {"obs": self.obs, "action": self.action, "reward": self.reward,
+                    "terminated": self.terminated, "truncated": self.truncated, **self.extras}
+        valid = self.valid.reshape(-1)
+        if bool(valid.all()):
+            return Samples({name: x.flatten(0, 1) for name, x in per_step.items()})
+        return Samples({name: x.flatten(0, 1)[valid] for name, x in per_step.items()})
+
+    def to_unroll(self, policy_version: int) -> Unroll:
+        """This rollout as an ``Unroll`` (observations ``(T + 1, B)``), e.g. for an actor that ships it."""
+        return Unroll(
+            obs=torch.cat([self.obs, self.last_obs.unsqueeze(0)]), action=self.action, reward=self.reward,
+            terminated=self.terminated, truncated=self.truncated, valid=self.valid,
+            behaviour=dict(self.extras), policy_version=policy_version,
+        )
+
+
+@dataclass
+class Unroll:
+    """A fixed-length actor unroll for an actor-learner pipeline (IMPALA): observations ``(T + 1, B)``.
+
+    ``obs[t + 1]`` is the observation after step ``t`` (the final observation when the episode ended at ``t``),
+    so the learner can bootstrap every step, including truncated ones, from the unroll alone. ``behaviour``
+    holds the behaviour policy's outputs per step (logits, or mu and sigma) for importance weights, and
+    ``policy_version`` the learner version whose weights produced them (for the policy-lag metric).
+    """
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    valid: torch.Tensor
+    behaviour: dict[str, torch.Tensor]
+    policy_version: int
+
+    @property
+    def steps(self) -> int:
+        """T, the number of steps (observations hold T + 1)."""
+        return int(self.reward.shape[0])
+
+
+@dataclass
+class Transitions:
+    """``N`` single transitions for replay (numpy arrays), autoreset steps never included.
+
+    ``next_obs`` is the observation after the step: for an episode that ended at this step it is the final
+    observation (a truncated transition bootstraps from it; a terminated one does not bootstrap at all).
+    """
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.reward.shape[0])
+
+    @staticmethod
+    def concatenate(parts: list[Transitions]) -> Transitions:
+        """One ``Transitions`` holding ``parts`` in order."""
+        names = [f.name for f in fields(Transitions)]
+        return Transitions(**{name: np.concatenate([getattr(part, name) for part in parts]) for name in names})
+
+    def as_tensors(self, device: torch.device | str = "cpu") -> dict[str, Any]:
+        """The fields as tensors on ``device`` (float32 rewards, bool flags)."""
+        return {f.name: torch.as_tensor(getattr(self, f.name), device=device) for f in fields(self)}
