@@ -1,8 +1,8 @@
-"""One short learning test per algorithm: fixed seed, one thread, small budget, threshold with margin.
+"""One learning test per algorithm: its CartPole config, seed 0, one thread, until the config's stop criterion.
 
-Random play on CartPole-v1 scores ~22; the thresholds sit far above that and well below what the seeded runs
-reach (PPO ~472 at 100k steps, A2C ~256 at 30k steps when measured; PPO's learning rate anneals over the
-budget, so the budget is part of the test), so they hold on every run.
+Random play on CartPole-v1 scores ~22. Each test asserts what every tested seed reached: the 100-episode training
+mean of 475 (``stop_return``) within the config's budget. Measured with the seeds derived by zoo.pipelines.process
+(seeds 0-7): PPO solved in 69k-144k env steps (budget 200k), A2C in 107k-256k (budget 500k).
 """
 
 from __future__ import annotations
@@ -16,13 +16,7 @@ from zoo.experiment import train
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
-@pytest.mark.parametrize(
-    ("config", "budget", "threshold"),
-    [("ppo_cartpole.py", 100_000, 250.0), ("a2c_cartpole.py", 30_000, 100.0)],
-)
-def test_learns_cartpole(tmp_path, config, budget, threshold):
-    summary = train(
-        CONFIGS / config,
-        [f"runs_dir={tmp_path}", f"pipeline.max_env_steps={budget}", "seed=0", "torch_threads=1"],
-    )
-    assert summary["episode_return_mean"] >= threshold, summary
+@pytest.mark.parametrize("config", ["ppo_cartpole.py", "a2c_cartpole.py"])
+def test_learns_cartpole_to_its_stop_return(tmp_path, config):
+    summary = train(CONFIGS / config, [f"runs_dir={tmp_path}", "seed=0", "torch_threads=1"])
+    assert summary["reason"] == "stop_return" and summary["episode_return_mean"] >= 475.0, summary

@@ -1,67 +1,183 @@
-"""The collector keeps termination and truncation apart: a truncated step bootstraps from its final observation."""
+"""The collector, the batch types and the replay buffer: NEXT_STEP autoreset handled exactly.
+
+A truncated step bootstraps from its final observation; autoreset steps are marked invalid in rollouts and never
+stored as replay transitions; terminated and truncated stay apart.
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
+import numpy as np
 import pytest
 import torch
 
-from zoo.experiment import resolve_config, train
-from zoo.pipelines.run_dir import RunDirectory
-from zoo.pipelines.serial_onpolicy import SerialOnPolicyPipeline
+from zoo.data import ReplayBuffer, Rollout, Transitions
+from zoo.experiment import resolve_config
+from zoo.pipelines import SerialOnPolicyPipeline, VectorCollector
+from zoo.policies import CollectOutput, Policy
 
 
-def test_truncated_step_bootstraps_from_final_observation(tmp_path):
+def test_truncated_step_bootstraps_from_final_observation():
     # CartPole cannot fail within 5 steps (the pole needs ~8 to fall), so every episode is truncated at step 5.
     cfg = resolve_config({
         "env": {"id": "CartPole-v1", "max_episode_steps": 5},
         "policy": {"type": "ppo", "gamma": 0.9, "gae_lambda": 0.8},
         "pipeline": {"num_envs": 3, "rollout_steps": 13, "vector_mode": "sync"},
     })
-    pipeline = SerialOnPolicyPipeline(cfg, RunDirectory(tmp_path))
-    obs, _ = pipeline.venv.reset(seed=0)
-    batch, _, _ = pipeline._collect(obs, torch.zeros(3, dtype=torch.bool).numpy())
-    pipeline._advantages(batch)
+    pipeline = SerialOnPolicyPipeline(cfg)
+    try:
+        rollout = pipeline.collector.rollout(pipeline.policy, 13)
+        batch = pipeline.policy.process_rollout(rollout)
+    finally:
+        pipeline.close()
     assert batch.truncated[4].all() and not batch.terminated.any()
     assert not batch.valid[5].any() and batch.valid[6:11].all() and batch.truncated[10].all()
+    value, advantage = batch.extras["value"], batch.extras["advantage"]
     # The observation after step 4 is the final one (NEXT_STEP autoreset), stored as obs[5].
     final_value = pipeline.policy.value(batch.obs[5])
-    torch.testing.assert_close(batch.next_value[4], final_value)
-    expected = batch.reward[4] + 0.9 * final_value - batch.value[4]  # bootstrapped; the trace ends here
-    torch.testing.assert_close(batch.advantage[4], expected)
+    torch.testing.assert_close(batch.extras["next_value"][4], final_value)
+    expected = batch.reward[4] + 0.9 * final_value - value[4]  # bootstrapped; the trace ends here
+    torch.testing.assert_close(advantage[4], expected)
     # Inside the episode, GAE chains: adv[3] = delta[3] + gamma * lambda * adv[4].
-    delta3 = batch.reward[3] + 0.9 * batch.value[4] - batch.value[3]
-    torch.testing.assert_close(batch.advantage[3], delta3 + 0.9 * 0.8 * batch.advantage[4])
-    # Terminating instead would drop the bootstrap: the pipeline must not confuse the two.
-    assert not torch.allclose(batch.advantage[4], batch.reward[4] - batch.value[4])
+    delta3 = batch.reward[3] + 0.9 * value[4] - value[3]
+    torch.testing.assert_close(advantage[3], delta3 + 0.9 * 0.8 * advantage[4])
+    torch.testing.assert_close(batch.extras["returns"], advantage + value)
+    # The last step bootstraps from V(last_obs).
+    torch.testing.assert_close(batch.extras["next_value"][12], pipeline.policy.value(batch.last_obs))
 
 
-def _rows_without_time(run_dir) -> list[dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps")} for row in rows]
+class _FixedPolicy(Policy):
+    """Always action 1 (raw action 7), with a per-step extra: enough to check what the collector stores."""
+
+    def collect(self, obs: torch.Tensor) -> CollectOutput:
+        count = obs.shape[0]
+        return CollectOutput(np.ones(count, dtype=np.int64), torch.full((count,), 7), {"marker": obs[:, 0] * 2})
 
 
-@pytest.mark.parametrize("normalize", [False, True])
-def test_resume_continues_exactly_as_if_never_stopped(tmp_path, normalize):
-    # The checkpoint holds the vector env itself (episodes in progress, env RNGs, normaliser wrappers): a run
-    # stopped half-way and resumed writes the same metrics and ends with the same weights as an unbroken run.
-    config = {
-        "exp_name": "r", "runs_dir": str(tmp_path), "seed": 3,
-        "env": {"id": "CartPole-v1"},
-        "policy": {"type": "a2c", "anneal_lr": False},
-        "pipeline": {"num_envs": 4, "rollout_steps": 8, "eval_every": 0, "checkpoint_every": 0,
-                     "normalize_obs": normalize, "normalize_reward": normalize},
-    }
-    whole = train(config, ["pipeline.max_env_steps=640", "exp_name=whole"])
-    half = train(config, ["pipeline.max_env_steps=320", "exp_name=half"])
-    resumed = train(None, ["pipeline.max_env_steps=640"], resume=half["run_dir"])
-    assert resumed["env_steps"] == whole["env_steps"] == 640
-    whole_dir, half_dir = Path(whole["run_dir"]), Path(half["run_dir"])
-    rows = _rows_without_time(whole_dir)
-    assert any(row["episodes"] > 0 for row in rows[:10])  # episodes did finish around the stop
-    assert _rows_without_time(half_dir) == rows
-    a = torch.load(whole_dir / "model.pt", weights_only=False)["policy"]["model"]
-    b = torch.load(half_dir / "model.pt", weights_only=False)["policy"]["model"]
-    assert all(torch.equal(a[key], b[key]) for key in a)
+def test_rollout_stacks_actions_and_extras_and_marks_autoreset_steps_invalid():
+    collector = VectorCollector("CartPole-v1", 2, seed=0, vector_mode="sync", max_episode_steps=3)
+    policy = _FixedPolicy(None, collector.observation_space, collector.action_space, torch.device("cpu"))
+    first = collector.rollout(policy, 3)
+    second = collector.rollout(policy, 4)
+    assert first.action.tolist() == [[7, 7]] * 3
+    torch.testing.assert_close(first.extras["marker"], first.obs[..., 0] * 2)
+    # Episodes of 3 steps: the autoreset step after the truncation at the end of the first rollout is the
+    # second rollout's first step: the pending reset crosses rollouts.
+    assert first.valid.all() and first.truncated[2].all() and not first.terminated.any()
+    assert second.valid.tolist() == [[False, False]] + [[True, True]] * 3
+    torch.testing.assert_close(second.obs[0], first.last_obs)  # the final observation
+    assert collector.pop_finished() == [(3.0, 3)] * 4
+    collector.close()
+
+
+def test_transitions_skip_autoreset_steps_and_keep_final_observations():
+    collector = VectorCollector("CartPole-v1", 2, seed=0, vector_mode="sync", max_episode_steps=3)
+    raw = collector.venv  # step the same env by hand to know the truth
+    transitions = collector.transitions(None, 8)
+    # 8 steps x 2 envs, episodes of 3 steps: steps 3 and 7 are autoreset steps, 2 x 6 = 12 transitions kept.
+    assert len(transitions) == 12
+    assert transitions.truncated.reshape(-1, 2)[[2, 5]].all() and not transitions.terminated.any()
+    # Within an episode, next_obs of one transition is obs of the next one; at an end it is the final obs,
+    # which is not the next episode's first observation.
+    per_env = [transitions.obs.reshape(6, 2, 4)[:, i] for i in range(2)]
+    next_per_env = [transitions.next_obs.reshape(6, 2, 4)[:, i] for i in range(2)]
+    for obs, next_obs in zip(per_env, next_per_env):
+        np.testing.assert_array_equal(next_obs[[0, 1, 3, 4]], obs[[1, 2, 4, 5]])
+        assert not np.array_equal(next_obs[2], obs[3])
+    assert raw is collector.venv
+    collector.close()
+
+
+def test_rollout_valid_samples_drop_invalid_steps_and_move_devices():
+    valid = torch.tensor([[True, False], [True, True]])
+    rollout = Rollout(
+        obs=torch.arange(4.0).reshape(2, 2, 1), action=torch.tensor([[0, 1], [2, 3]]), reward=torch.ones(2, 2),
+        terminated=torch.zeros(2, 2, dtype=torch.bool), truncated=torch.zeros(2, 2, dtype=torch.bool),
+        valid=valid, last_obs=torch.zeros(2, 1), extras={"value": torch.tensor([[10.0, 11.0], [12.0, 13.0]])},
+    )
+    samples = rollout.valid_samples()
+    assert samples.action.tolist() == [0, 2, 3] and samples.value.tolist() == [10.0, 12.0, 13.0]
+    assert samples.obs.shape == (3, 1)
+    added = rollout.with_extras(advantage=torch.zeros(2, 2))
+    assert "advantage" in added.extras and "advantage" not in rollout.extras
+    unroll = rollout.to_unroll(policy_version=5)
+    assert unroll.obs.shape == (3, 2, 1) and unroll.steps == 2 and unroll.policy_version == 5
+    assert rollout.to("cpu") is rollout
+
+
+def _transitions(start: int, count: int, terminated_every: int = 3) -> Transitions:
+    index = np.arange(start, start + count)
+    return Transitions(
+        obs=index[:, None].repeat(2, 1).astype(np.float32), action=index[:, None].astype(np.float32),
+        reward=index.astype(np.float32), next_obs=(index[:, None] + 0.5).repeat(2, 1).astype(np.float32),
+        terminated=index % terminated_every == 0, truncated=index % terminated_every == 1,
+    )
+
+
+def test_replay_buffer_ring_order_sampling_and_state_round_trip():
+    buffer = ReplayBuffer(5, (2,), (1,))
+    assert buffer.nbytes == ReplayBuffer.estimate_nbytes(5, (2,), (1,))
+    buffer.add(_transitions(0, 3))
+    buffer.add(_transitions(3, 4))  # wraps: 7 added, the newest 5 (2..6) remain
+    assert len(buffer) == 5
+    assert buffer.recent(5).reward.tolist() == [2, 3, 4, 5, 6]
+    assert buffer.recent(2).reward.tolist() == [5, 6]
+    recent = buffer.recent(5)
+    np.testing.assert_array_equal(recent.terminated, recent.reward % 3 == 0)
+    np.testing.assert_array_equal(recent.truncated, recent.reward % 3 == 1)
+    np.testing.assert_array_equal(recent.next_obs[:, 0], recent.reward + 0.5)
+    sample = buffer.sample(10_000, np.random.default_rng(0))
+    counts = np.bincount(sample.reward.astype(int) - 2, minlength=5)
+    assert counts.min() > 1800 and counts.max() < 2200  # uniform over the five held rows
+    restored = ReplayBuffer(5, (2,), (1,))
+    restored.load_state_dict(buffer.state_dict())
+    assert restored.recent(5).reward.tolist() == [2, 3, 4, 5, 6]
+    restored.add(_transitions(7, 1))
+    assert restored.recent(5).reward.tolist() == [3, 4, 5, 6, 7]
+    with pytest.raises(ValueError, match="shape"):
+        ReplayBuffer(5, (3,), (1,)).load_state_dict(buffer.state_dict())
+
+
+class _ReplayingPipeline(SerialOnPolicyPipeline):
+    """The on-policy pipeline plus a replay buffer filled with random-action transitions: a separate component."""
+
+    def build(self) -> None:
+        super().build()
+        self.replay = ReplayBuffer(100, self.collector.observation_space.shape, ())
+
+    def separate_components(self) -> dict:
+        return {"replay": self.replay}
+
+    def iterate(self) -> dict[str, float]:
+        self.replay.add(self.collector.transitions(None, 4))
+        return super().iterate()
+
+
+def test_a_separately_saved_replay_buffer_resumes_exactly_from_its_own_file(tmp_path):
+    from zoo.experiment import train
+    from zoo.policies import A2CPolicy
+    from zoo.registry import PIPELINE_REGISTRY, POLICY_REGISTRY
+
+    class ReplayingA2C(A2CPolicy):
+        pipelines = ("test_replaying",)
+
+    PIPELINE_REGISTRY.register("test_replaying", _ReplayingPipeline)
+    POLICY_REGISTRY.register("test_replaying_a2c", ReplayingA2C)
+    try:
+        config = {"runs_dir": str(tmp_path), "env": {"id": "CartPole-v1"},
+                  "policy": {"type": "test_replaying_a2c", "anneal_lr": False},
+                  "pipeline": {"num_envs": 2, "rollout_steps": 8, "eval_every": 0, "checkpoint_every": 3}}
+        whole = train(config, ["exp_name=whole", "pipeline.max_env_steps=320"])
+        half = train(config, ["exp_name=half", "pipeline.max_env_steps=160"])
+        run = tmp_path / "half"
+        assert sorted(p.name for p in run.glob("replay-*.pt")) == ["replay-000000010.pt"]  # the latest only
+        train(None, ["pipeline.max_env_steps=320"], resume=run)
+        from zoo.pipelines.run_dir import RunDirectory
+
+        a = RunDirectory(whole["run_dir"]).load_checkpoint()["separate"]["replay"]
+        b = RunDirectory(half["run_dir"]).load_checkpoint()["separate"]["replay"]
+        assert len(a["reward"]) == 100 and all(np.array_equal(a[key], b[key]) for key in a)
+        assert sorted(p.name for p in run.glob("replay-*.pt")) == ["replay-000000020.pt"]
+        assert "replay" not in RunDirectory(run).load_checkpoint(separate=False)["separate"]
+    finally:
+        PIPELINE_REGISTRY.unregister("test_replaying")
+        POLICY_REGISTRY.unregister("test_replaying_a2c")

@@ -311,3 +311,24 @@ def test_nested_call_during_loading_returns_the_load_in_progress(fake_world, mon
     report = load_without_warnings()
     assert seen == [report] and seen[0] is report
     assert fake_world.lookups == ["zoo"]
+
+
+class _Distribution:
+    name = "broken-zoo-ext"
+
+
+def test_a_broken_installed_plugin_names_the_package_to_fix_and_the_cli_shows_one_clean_line(
+    fake_world, monkeypatch, capsys
+):
+    from zoo.cli import main
+
+    entry_point = importlib.metadata.EntryPoint(name="broken_ext", value="fake_zoo_module_missing", group="zoo")
+    monkeypatch.setattr(importlib.metadata.EntryPoint, "dist", _Distribution(), raising=False)
+    fake_world.entry_points.append(entry_point)
+    assert main(["list"]) == 0
+    out, err = capsys.readouterr()
+    assert "policies:" in out and "policys" not in out
+    assert err.strip().splitlines() == [
+        "zoo: warning: zoo plugin 'broken_ext' failed to load: No module named 'fake_zoo_module_missing' (from the "
+        "package 'broken-zoo-ext': fix or update it, or `pip uninstall broken-zoo-ext`)"
+    ]

@@ -1,3 +1,37 @@
-"""zoo: a plugin-based reinforcement-learning algorithm zoo (PyTorch + Gymnasium)."""
+"""zoo: a plugin-based reinforcement-learning algorithm zoo (PyTorch + Gymnasium).
+
+Python API (imports stay light until called)::
+
+    import zoo
+    summary = zoo.train("configs/ppo_cartpole.py", ["seed=1", "pipeline.max_env_steps=50000"])
+    agent = zoo.load(summary["run_dir"])
+    action = agent.predict(obs)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 __version__ = "0.1.0"
+__all__ = ["__version__", "load", "train"]
+
+
+def train(config: Any = None, overrides: list[Any] | None = None, resume: str | Path | None = None) -> dict[str, Any]:
+    """Train from a config file path or dict, with ``--set``-style overrides (``["policy.learning_rate=1e-3"]``),
+    or continue a run directory with ``resume``. Returns the summary: ``reason``, ``env_steps``, ``wall_time``,
+    ``episode_return_mean``, ``run_dir``. Bad input raises ``zoo.errors.ZooError`` with a one-line message."""
+    from .experiment import train as _train
+
+    return _train(config, overrides, resume)
+
+
+def load(run_dir: str | Path, device: str = "cpu") -> Agent:
+    """A run's trained policy as an ``Agent`` with ``predict(obs, deterministic=True)``; applies the run's
+    observation normalisation and reads weights only (no code from the run directory runs)."""
+    from .agent import load as _load
+
+    return _load(run_dir, device)

@@ -1,21 +1,35 @@
-"""`zoo run | list | eval`: parse arguments, load the config, call a pipeline. Bad input: one line, exit 2."""
+"""`zoo run | list | eval`: parse arguments, load the config, call a pipeline.
+
+Exit codes: 0 done; 2 bad input or a run that cannot go on (one line ``zoo: error: ...`` on stderr, naming the
+problem and the fix; ``--debug`` adds the traceback); 128 + N after signal N saved the run (130 Ctrl-C,
+143 SIGTERM, 129 SIGHUP).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from . import __version__
 from .errors import ZooError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (argparse's own print the usage too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"zoo: error: {message}: see `{self.prog} --help`\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zoo", description="A plugin-based reinforcement-learning algorithm zoo.")
+    parser = _Parser(prog="zoo", description="A plugin-based reinforcement-learning algorithm zoo.")
     parser.add_argument("--version", action="version", version=f"zoo {__version__}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     run = commands.add_parser("run", help="train from a config file (or resume a run directory)")
     run.add_argument("--config", help="config file: .py defining `config`, .yaml or .json")
@@ -34,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluation = commands.add_parser("eval", help="evaluate a run's saved policy deterministically")
     evaluation.add_argument("run_dir", help="the run directory (contains config.yaml and checkpoint.pt)")
     evaluation.add_argument("--episodes", type=int, default=10)
-    evaluation.add_argument("--seed", type=int, default=None, help="evaluation seed (default: config seed + 1)")
+    evaluation.add_argument("--seed", type=int, default=None, help="evaluation seed (default: derived from the run's)")
+    evaluation.add_argument("--step-limit", type=int, default=100_000,
+                            help="fail when an episode has not ended after this many steps (default 100000)")
     evaluation.add_argument("--render", action="store_true", help="render with render_mode='human'")
     evaluation.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
@@ -45,7 +61,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if not args.config and not args.resume:
         raise ZooError("zoo run needs --config FILE or --resume RUN_DIR: e.g. zoo run --config configs/ppo_cartpole.py")
-    overrides = list(args.set)
+    if args.config and args.resume:
+        raise ZooError("use either --config or --resume, not both: a resumed run uses its own config.yaml "
+                       "(change keys with --set)")
+    overrides: list[Any] = list(args.set)
     for flag, key in ((args.seed, "seed"), (args.exp_name, "exp_name"), (args.device, "device")):
         if flag is not None:
             overrides.append((key, flag))
@@ -56,8 +75,12 @@ def _run(args: argparse.Namespace) -> int:
     )
     if summary["reason"] == "interrupted":
         print(f"interrupted: checkpoint saved; continue with: zoo run --resume {summary['run_dir']}")
-        return 130
+        return int(summary.get("exit_code", 130))
     return 0
+
+
+def _plural(kind: str) -> str:
+    return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
 
 
 def _list() -> int:
@@ -66,12 +89,16 @@ def _list() -> int:
 
     report = load_plugins()
     for registry in (POLICY_REGISTRY, PIPELINE_REGISTRY, ENV_REGISTRY, MODEL_REGISTRY):
-        print(f"{registry.kind}s:")
+        print(f"{_plural(registry.kind)}:")
         rows = list(registry.items())
         if not rows:
             print("  (none)" + ("  — any Gymnasium id also works" if registry is ENV_REGISTRY else ""))
         for name, obj, source in rows:
-            print(f"  {name:<20} {source:<16} {getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}")
+            where = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+            line = f"  {name:<20} {source:<16} {where}"
+            if registry is POLICY_REGISTRY:
+                line += f"  pipelines: {', '.join(getattr(obj, 'pipelines', ()))}"
+            print(line)
     print("plugins:")
     for line in report.lines():
         print(f"  {line}")
@@ -81,21 +108,40 @@ def _list() -> int:
 def _eval(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from .envs import NormalizeObservation
     from .experiment import load_run
     from .pipelines.evaluator import evaluate_policy
+    from .pipelines.process import component_seed
 
-    if args.episodes < 1:
-        raise ZooError(f"--episodes must be at least 1, got {args.episodes}")
+    if not 1 <= args.episodes <= 1_000_000:
+        raise ZooError(f"--episodes must be between 1 and 1000000, got {args.episodes}")
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        raise ZooError(f"--seed must be an integer from 0 to 2**63 - 1, got {args.seed}")
+    if args.step_limit < 1:
+        raise ZooError(f"--step-limit must be at least 1, got {args.step_limit}")
     cfg, policy, obs_state = load_run(args.run_dir)
-    normalizer = None
-    if obs_state is not None:
-        from .envs import NormalizeObservation
-
-        normalizer = NormalizeObservation.frozen(obs_state, cfg.pipeline.clip_obs)
-    seed = cfg.seed + 1 if args.seed is None else args.seed
-    returns = evaluate_policy(cfg, policy, normalizer, args.episodes, seed=seed, render=args.render)
+    normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
+    seed = component_seed(cfg.seed, 0, "eval") if args.seed is None else args.seed
+    returns = evaluate_policy(
+        policy, cfg.env.id, args.episodes, seed, env_kwargs=dict(cfg.env.kwargs),
+        max_episode_steps=cfg.env.max_episode_steps, normalize_obs=normalize,
+        vector_mode=cfg.pipeline.get("vector_mode", "auto"), step_limit=args.step_limit, render=args.render,
+    )
     print(f"mean_return={float(np.mean(returns)):.4f} std_return={float(np.std(returns)):.4f} episodes={len(returns)}")
     return 0
+
+
+def _show_warning(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    # zoo's own warnings (a plugin that failed to load) are one line for the user, without zoo's file and line.
+    from .plugins import ZooPluginWarning
+
+    if issubclass(category, ZooPluginWarning):
+        print(f"zoo: warning: {message}", file=sys.stderr)
+    else:
+        _ORIGINAL_SHOWWARNING(message, category, *args, **kwargs)
+
+
+_ORIGINAL_SHOWWARNING = warnings.showwarning
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    previous = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         if args.command == "run":
             return _run(args)
@@ -117,8 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"zoo: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("zoo: interrupted", file=sys.stderr)
+        print("zoo: interrupted: the last checkpoint is kept", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":

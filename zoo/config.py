@@ -15,6 +15,7 @@ import builtins
 import copy
 import difflib
 import json
+import math
 import os
 import re
 import sys
@@ -95,6 +96,8 @@ def load_config_file(path: str | os.PathLike[str]) -> EasyDict:
     else:
         try:
             loaded = _yaml_load(text)
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise ConfigError(f"config file '{path}' holds a value that cannot be read ({exc}): fix the YAML") from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -117,6 +120,10 @@ def _run_python_config(path: Path, text: str) -> Any:
     namespace: dict[str, Any] = {"__file__": str(path), "__name__": "__zoo_config__", "__builtins__": builtins}
     try:
         exec(code, namespace)
+    except SystemExit as exc:
+        raise ConfigError(
+            f"config file '{path}' called sys.exit({exc.code}): a config must only define `config`"
+        ) from None
     except Exception as exc:
         # Point at the config's own line, not at zoo's exec call or a library frame.
         lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(path)]
@@ -127,13 +134,22 @@ def _run_python_config(path: Path, text: str) -> Any:
     return namespace["config"]
 
 
-def _check_string_keys(mapping: Mapping, path: str, file: Path) -> None:
-    for key, value in _items(mapping):
+def _check_string_keys(value: Any, path: str, file: Path, parents: tuple[int, ...] = ()) -> None:
+    # Also refuses containers that contain themselves, which no config format can write and every walk loops on.
+    if isinstance(value, Mapping | list | tuple):
+        if id(value) in parents:
+            raise ConfigError(f"config key '{path}' in '{file}' contains itself: use plain values")
+        parents = (*parents, id(value))
+    if isinstance(value, list | tuple):
+        for index, child in enumerate(value):
+            _check_string_keys(child, f"{path}[{index}]", file, parents)
+    if not isinstance(value, Mapping):
+        return
+    for key, child in _items(value):
         if not isinstance(key, str):
             where = f" under '{path}'" if path else ""
             raise ConfigError(f"config key {key!r}{where} in '{file}' must be a string: quote it")
-        if isinstance(value, Mapping):
-            _check_string_keys(value, _join(path, key), file)
+        _check_string_keys(child, _join(path, key), file, parents)
 
 
 def _join(path: str, key: str) -> str:
@@ -247,6 +263,13 @@ def validate_keys_and_types(user_cfg: Mapping, schema_cfg: Mapping, path: str = 
             if isinstance(default, int) and isinstance(value, float) and value.is_integer():
                 message += f": write {int(value)}"
             raise ConfigError(message)
+        if isinstance(default, list | tuple) and len(default) > 0:
+            for index, item in enumerate(value):
+                if not _type_matches(item, default[0]):
+                    raise ConfigError(
+                        f"config key '{dotted}' must be a list of {_type_name(default[0]).split(' ', 1)[1]}s, got "
+                        f"{_describe_value(item)} at position {index}: e.g. {list(default)}"
+                    )
         if isinstance(default, Mapping) and len(default) > 0:
             validate_keys_and_types(value, default, dotted)
 
@@ -259,6 +282,7 @@ class Range:
     high: float | None = None
     low_inclusive: bool = True
     high_inclusive: bool = True
+    integer: bool = False
 
     def __post_init__(self) -> None:
         if self.low is not None and self.high is not None and self.low > self.high:
@@ -266,13 +290,22 @@ class Range:
 
     def violation(self, value: float) -> str | None:
         """The bound ``value`` breaks, as "must be <= 1", or None when it is inside the range."""
+        if value != value:  # NaN compares false with every bound
+            return "must be a number, not NaN"
+        if isinstance(value, float) and not math.isfinite(value):  # ints are finite, however large
+            return "must be a finite number"
+        if self.integer and not isinstance(value, int):
+            return "must be a whole number"
         if self.low is not None and (value < self.low or (value == self.low and not self.low_inclusive)):
             return f"must be {'>=' if self.low_inclusive else '>'} {self.low}"
         if self.high is not None and (value > self.high or (value == self.high and not self.high_inclusive)):
             return f"must be {'<=' if self.high_inclusive else '<'} {self.high}"
-        if value != value:  # NaN compares false with every bound
-            return "must be a number, not NaN"
         return None
+
+    @classmethod
+    def of(cls, rule: Any) -> Range:
+        """A Range from a Range or a ``(low, high)`` pair (inclusive bounds, None = open)."""
+        return rule if isinstance(rule, Range) else cls(low=rule[0], high=rule[1])
 
 
 _MISSING = object()
@@ -287,8 +320,9 @@ def _get_dotted(cfg: Mapping, dotted: str) -> Any:
     return node
 
 
-def check_ranges(cfg: Mapping, rules: Mapping[str, Range]) -> None:
-    """Check numeric values against ``rules`` (dotted key -> Range); absent keys and None values are skipped.
+def check_ranges(cfg: Mapping, rules: Mapping[str, Any]) -> None:
+    """Check numeric values against ``rules`` (dotted key -> Range or ``(low, high)``); absent keys and None values
+    are skipped, and a list is checked element by element.
 
     Raises:
         ConfigError: e.g. "config key 'policy.gamma' = 1.5 is out of range: must be <= 1".
@@ -297,11 +331,28 @@ def check_ranges(cfg: Mapping, rules: Mapping[str, Range]) -> None:
         value = _get_dotted(cfg, dotted)
         if value is _MISSING or value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"config key '{dotted}' must be a number, got {_describe_value(value)}")
-        problem = rule.violation(value)
-        if problem is not None:
-            raise ConfigError(f"config key '{dotted}' = {value!r} is out of range: {problem}")
+        items = list(enumerate(value)) if isinstance(value, list | tuple) else [(None, value)]
+        for index, item in items:
+            where = dotted if index is None else f"{dotted}[{index}]"
+            if isinstance(item, bool) or not isinstance(item, int | float):
+                raise ConfigError(f"config key '{where}' must be a number, got {_describe_value(item)}")
+            problem = Range.of(rule).violation(item)
+            if problem is not None:
+                raise ConfigError(f"config key '{where}' = {item!r} is out of range: {problem}")
+
+
+def check_finite_numbers(cfg: Mapping, skip: Sequence[str] = (), path: str = "") -> None:
+    """Raise ConfigError for any NaN or infinite number in ``cfg`` (sections in ``skip`` are not visited)."""
+    for key, value in _items(cfg):
+        dotted = _join(path, key)
+        if dotted in skip:
+            continue
+        if isinstance(value, Mapping):
+            check_finite_numbers(value, skip, dotted)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"config key '{dotted}' = {value!r} must be a finite number")
+        elif isinstance(value, list | tuple) and any(isinstance(v, float) and not math.isfinite(v) for v in value):
+            raise ConfigError(f"config key '{dotted}' = {list(value)!r} must hold finite numbers")
 
 
 def check_choices(cfg: Mapping, rules: Mapping[str, Sequence[Any]]) -> None:
@@ -343,7 +394,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, None
     try:
         value = _yaml_load(raw)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # not YAML, or a number Python will not convert: a string
         value = raw
     return key, value
 

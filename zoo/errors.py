@@ -18,3 +18,11 @@ class UnknownNameError(ZooError, KeyError):
 
 class DuplicateNameError(ZooError):
     """Two sources registered the same name in one registry."""
+
+
+class NonFiniteError(ZooError):
+    """A loss, gradient or env output is NaN or infinite; the training loop names the iteration and stops."""
+
+
+class RunDirectoryError(ZooError):
+    """A run directory cannot be used: locked by another process, missing, unreadable or not a zoo run."""

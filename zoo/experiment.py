@@ -1,9 +1,16 @@
-"""From a config file to a running pipeline: load, import plugins, merge defaults, validate, make the run dir."""
+"""From a config to a running pipeline: load, import plugins, merge defaults, validate, build, run, resume.
+
+Order matters for "nothing half-made": a new run builds its pipeline (envs, policy: everything that can fail on
+bad input) before its run directory exists; a resumed run restores the checkpoint into a freshly built pipeline
+before it touches the run directory (metrics cut back to the checkpoint, config.yaml rewritten).
+"""
 
 from __future__ import annotations
 
 import copy
+import pickle
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +21,16 @@ from .config import (
     Range,
     apply_overrides,
     check_choices,
+    check_finite_numbers,
     check_ranges,
     deep_merge,
     load_config_file,
+    to_plain,
     validate_keys_and_types,
 )
-from .errors import ConfigError, ZooError
-from .pipelines.run_dir import CONFIG_FILE, RunDirectory, new_run_directory
+from .errors import ConfigError, RunDirectoryError, ZooError
+from .pipelines.loop import TrainingLoop
+from .pipelines.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, check_exp_name, new_run_directory
 from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY, POLICY_REGISTRY
 
@@ -38,44 +48,98 @@ BASE_CONFIG: dict[str, Any] = {
     "policy": {"type": "ppo"},
     "pipeline": {},
 }
-BASE_RANGES = {"torch_threads": Range(low=1), "env.max_episode_steps": Range(low=1)}
+BASE_RANGES = {
+    "seed": Range(0, 2**63 - 1),
+    "torch_threads": Range(1, 1024),
+    "env.max_episode_steps": Range(1, None, integer=True),
+}
+SECTIONS = ("env", "policy", "pipeline")
+# Keys a resumed run may never change, besides the policy's and the pipeline's own frozen_keys.
+FROZEN_KEYS = ("policy.type", "pipeline.type", "env", "seed", "exp_name")
+
+
+def _check_sections(user_cfg: Mapping) -> None:
+    for section in SECTIONS:
+        value = user_cfg.get(section)
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigError(
+                f"config section '{section}' must be a mapping, got {type(value).__name__} {value!r}: "
+                f"write {section}=dict(...)"
+            )
+
+
+def _named_type(section: Mapping, section_name: str, default: str | None) -> str:
+    value = section.get("type", default)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            f"{section_name}.type must be a registered name (a string), got {value!r}: see `zoo list`"
+        )
+    return value
 
 
 def resolve_config(
-    user_cfg: dict[str, Any], overrides: list[str] | None = None, config_dir: str | Path | None = None
+    user_cfg: Mapping[str, Any], overrides: list[Any] | None = None, config_dir: str | Path | None = None
 ) -> EasyDict:
     """Merge the policy's and pipeline's defaults under ``user_cfg`` (plus ``--set`` overrides) and validate.
 
     ``config_dir`` is the folder of the config file, if any: ``import_names`` are also looked up there.
+    ``pipeline.type`` defaults to the policy's first supported pipeline. Every problem is a one-line ConfigError.
     """
-    user_cfg = apply_overrides(EasyDict(copy.deepcopy(dict(user_cfg))), overrides or [])
-    names = list(user_cfg.get("import_names", []) or [])
+    user_cfg = apply_overrides(EasyDict(copy.deepcopy(to_plain(user_cfg))), overrides or [])
+    _check_sections(user_cfg)
+    names = user_cfg.get("import_names", []) or []
     if names:
         user_cfg.import_paths = _import_paths(user_cfg.get("import_paths"), config_dir)
     import_modules(names, user_cfg.get("import_paths") or [])
     load_plugins()
-    policy_type = (user_cfg.get("policy") or {}).get("type")
-    if not policy_type:
+    policy_section = user_cfg.get("policy") or {}
+    if "type" not in policy_section:
         raise ConfigError("config has no policy.type: add policy = dict(type='ppo', ...) (see `zoo list`)")
+    policy_type = _named_type(policy_section, "policy", None)
     policy_cls = POLICY_REGISTRY.get(policy_type)
-    pipeline_cls = PIPELINE_REGISTRY.get(policy_cls.pipeline)
+    supported = tuple(getattr(policy_cls, "pipelines", ()) or ())
+    if not supported:
+        raise ConfigError(f"policy '{policy_type}' declares no pipelines: its class must set `pipelines`")
+    pipeline_type = _named_type(user_cfg.get("pipeline") or {}, "pipeline", supported[0])
+    pipeline_cls = PIPELINE_REGISTRY.get(pipeline_type)
+    if pipeline_type not in supported:
+        raise ConfigError(
+            f"policy '{policy_type}' does not run on pipeline '{pipeline_type}': it supports "
+            f"{', '.join(supported)}; set pipeline.type to one of them or remove it"
+        )
     schema = deep_merge(BASE_CONFIG, {"policy": {**policy_cls.default_config, "type": policy_type},
-                                      "pipeline": pipeline_cls.default_config})
+                                      "pipeline": {**pipeline_cls.default_config, "type": pipeline_type}})
     validate_keys_and_types(user_cfg, schema)
     cfg = deep_merge(schema, user_cfg)
-    ranges, choices = dict(BASE_RANGES), {}
+    ranges: dict[str, Any] = dict(BASE_RANGES)
+    choices: dict[str, Any] = {}
     for section, owner in (("policy", policy_cls), ("pipeline", pipeline_cls)):
-        for key, (low, high) in getattr(owner, "config_ranges", {}).items():
-            ranges[f"{section}.{key}"] = Range(low=low, high=high)
+        for key, rule in getattr(owner, "config_ranges", {}).items():
+            ranges[f"{section}.{key}"] = Range.of(rule)
         for key, allowed in getattr(owner, "config_choices", {}).items():
             choices[f"{section}.{key}"] = allowed
     check_ranges(cfg, ranges)
     check_choices(cfg, choices)
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device '{cfg.device}' requested but CUDA is not available: use --device cpu")
-    if cfg.device != "cpu" and not cfg.device.startswith("cuda"):
-        raise ConfigError(f"device '{cfg.device}' is not supported: use 'cpu' or 'cuda'")
+    check_finite_numbers(cfg, skip=("env.kwargs",))
+    check_exp_name(cfg.exp_name)
+    if not isinstance(cfg.env.id, str) or not cfg.env.id:
+        raise ConfigError(f"env.id must be an env name, got {cfg.env.id!r}: e.g. env=dict(id='CartPole-v1')")
+    _check_device(cfg.device)
     return cfg
+
+
+def _check_device(name: Any) -> None:
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device {name!r} is not supported: use 'cpu', 'cuda' or 'cuda:N'")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device '{name}' requested but CUDA is not available: use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device '{name}' does not exist: this machine has {torch.cuda.device_count()} GPU(s)")
 
 
 def _import_paths(paths: Any, config_dir: str | Path | None) -> list[str]:
@@ -90,50 +154,148 @@ def _import_paths(paths: Any, config_dir: str | Path | None) -> list[str]:
     return resolved
 
 
+def build_pipeline(cfg: EasyDict) -> TrainingLoop:
+    """The pipeline named by ``cfg.pipeline.type``, built (envs and policy) but not run."""
+    return PIPELINE_REGISTRY.get(cfg.pipeline.type)(cfg)
+
+
 def train(
-    config: str | Path | dict[str, Any],
-    overrides: list[str] | None = None,
+    config: str | Path | Mapping[str, Any] | None = None,
+    overrides: list[Any] | None = None,
     resume: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train from a config file or dict (or resume a run directory); returns the pipeline's summary."""
+    """Train from a config file or dict, or continue a run directory (``resume``); returns the summary.
+
+    Arguments:
+        config: a ``.py``/``.yaml``/``.json`` config file or a config mapping (None with ``resume``).
+        overrides: ``--set``-style ``"a.b=value"`` strings (or ``(key, value)`` pairs), applied in order.
+        resume: a run directory to continue from its last checkpoint (its config.yaml plus ``overrides``).
+    Returns:
+        ``reason`` (``max_env_steps``, ``stop_return`` or ``interrupted``, with ``exit_code``), ``iteration``,
+        ``env_steps``, ``wall_time``, ``episode_return_mean`` and ``run_dir``.
+    """
     if resume is not None:
-        run_path = Path(resume)
-        if not (run_path / CONFIG_FILE).exists():
-            raise ZooError(f"cannot resume '{run_path}': it has no {CONFIG_FILE}; pass a run directory from runs/")
-        cfg = resolve_config(load_config_file(run_path / CONFIG_FILE), overrides)
-    else:
-        is_file = isinstance(config, (str, Path))
-        user_cfg = load_config_file(config) if is_file else config
-        cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
-        run_path = new_run_directory(cfg.runs_dir, cfg.exp_name)
-    torch.set_num_threads(cfg.torch_threads)
-    run_dir = RunDirectory(run_path)
-    run_dir.write_config(cfg)
-    pipeline_cls = PIPELINE_REGISTRY.get(POLICY_REGISTRY.get(cfg.policy.type).pipeline)
+        if config is not None:
+            raise ConfigError("use either a config (--config) or a run directory (--resume), not both: "
+                              "a resumed run always uses its own config.yaml plus --set overrides")
+        return _resume(Path(resume), overrides)
+    if config is None:
+        raise ConfigError("nothing to train: give a config file or dict (zoo run --config FILE)")
+    is_file = isinstance(config, (str, Path))
+    user_cfg = load_config_file(config) if is_file else config
+    cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
+    runs_root = Path(cfg.runs_dir)
+    runs_root_existed = runs_root.exists()
+    pipeline = build_pipeline(cfg)
     try:
-        pipeline = pipeline_cls(cfg, run_dir, resume=resume is not None)
-    except BaseException:
-        if resume is None:  # a new run that could not start (e.g. bad env kwargs) leaves no directory behind
+        run_path = new_run_directory(cfg.runs_dir, cfg.exp_name)
+        run_dir = RunDirectory(run_path)
+        try:
+            run_dir.lock()
+            run_dir.write_config(cfg)
+            pipeline.save(run_dir)  # iteration 0: a run killed at once can still be resumed
+        except BaseException:
+            run_dir.unlock()
             shutil.rmtree(run_path, ignore_errors=True)
-        raise
-    summary = pipeline.run()
+            if not runs_root_existed:
+                shutil.rmtree(runs_root, ignore_errors=True)
+            raise
+        try:
+            summary = pipeline.run(run_dir)
+        finally:
+            run_dir.unlock()
+    finally:
+        pipeline.close()
     summary["run_dir"] = str(run_path)
     return summary
 
 
-def load_run(run_dir: str | Path) -> tuple[EasyDict, Any, Any]:
-    """Config, policy (weights loaded) and observation normaliser state of a finished or running run."""
+def _check_frozen(saved: EasyDict, new: EasyDict, run_path: Path) -> None:
+    policy_cls = POLICY_REGISTRY.get(new.policy.type)
+    pipeline_cls = PIPELINE_REGISTRY.get(new.pipeline.type)
+    keys = [*FROZEN_KEYS, *(f"policy.{key}" for key in getattr(policy_cls, "frozen_keys", ())),
+            *(f"pipeline.{key}" for key in getattr(pipeline_cls, "frozen_keys", ()))]
+    for dotted in keys:
+        before, after = saved, new
+        for part in dotted.split("."):
+            before, after = before.get(part), after.get(part)
+        if to_plain(before) != to_plain(after):
+            raise ConfigError(
+                f"--resume cannot change {dotted} (the run was trained with {to_plain(before)!r}, got "
+                f"{to_plain(after)!r}): drop that --set, or start a new run from "
+                f"zoo run --config {run_path / CONFIG_FILE} --set ..."
+            )
+
+
+def _resume(run_path: Path, overrides: list[Any] | None) -> dict[str, Any]:
+    if not (run_path / CONFIG_FILE).is_file():
+        raise RunDirectoryError(
+            f"cannot resume '{run_path}': it is not a run directory (no {CONFIG_FILE}): pass a directory under runs/"
+        )
+    run_dir = RunDirectory(run_path)
+    run_dir.lock()
+    try:
+        saved_cfg = load_config_file(run_dir.config_path)
+        cfg = resolve_config(saved_cfg, overrides)
+        _check_frozen(resolve_config(saved_cfg), cfg, run_path)
+        state = None
+        if (run_path / CHECKPOINT_FILE).exists() or run_dir.metrics_rows():
+            state = run_dir.load_checkpoint()  # metrics without a checkpoint: a damaged run, refused in one line
+        # else: killed between writing config.yaml and its first checkpoint; it starts again in place
+        pipeline = build_pipeline(cfg)
+        try:
+            if state is not None:
+                _restore(pipeline, state, run_path)
+            # The run really starts now: only from here on does the run directory change.
+            run_dir.clean_temporaries()
+            run_dir.truncate_metrics(int(state["metrics_rows"]) if state is not None else 0)
+            run_dir.write_config(cfg)
+            summary = pipeline.run(run_dir)
+        finally:
+            pipeline.close()
+    finally:
+        run_dir.unlock()
+    summary["run_dir"] = str(run_path)
+    return summary
+
+
+def _restore(pipeline: TrainingLoop, state: dict[str, Any], run_path: Path) -> None:
+    try:
+        pipeline.load_state_dict(state)
+    except ZooError as exc:
+        raise ConfigError(f"cannot resume '{run_path}': {exc}") from None
+    except (KeyError, ValueError, RuntimeError, TypeError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"cannot resume '{run_path}': its checkpoint does not fit this config ({detail}): resume without "
+            f"overrides that change the model or env, or start a new run"
+        ) from None
+
+
+def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[EasyDict, Any, dict[str, Any] | None]:
+    """Config, acting-only policy (weights loaded) and observation-normaliser state of a run directory.
+
+    Reads the checkpoint weights-only: a run directory from elsewhere cannot run code through it.
+    """
     from .envs import make_env
 
     run_path = Path(run_dir)
-    if not (run_path / CONFIG_FILE).exists():
-        raise ZooError(f"'{run_path}' is not a run directory (no {CONFIG_FILE}): pass a directory under runs/")
-    cfg = resolve_config(load_config_file(run_path / CONFIG_FILE))
-    state = RunDirectory(run_path).load_checkpoint()
+    if not (run_path / CONFIG_FILE).is_file():
+        raise RunDirectoryError(f"'{run_path}' is not a run directory (no {CONFIG_FILE}): pass a directory under runs/")
+    cfg = resolve_config(load_config_file(run_path / CONFIG_FILE), [("device", device)])
+    state = RunDirectory(run_path).load_checkpoint(separate=False)
     env = make_env(cfg.env.id, **dict(cfg.env.kwargs))  # only its spaces are needed
-    policy = POLICY_REGISTRY.get(cfg.policy.type)(
-        cfg.policy, env.observation_space, env.action_space, torch.device("cpu")
-    )
+    observation_space, action_space = env.observation_space, env.action_space
     env.close()
-    policy.load_state_dict(state["policy"])
+    policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
+    policy_cls.check_spaces(observation_space, action_space)
+    policy = policy_cls(cfg.policy, observation_space, action_space, torch.device(device), acting_only=True)
+    try:
+        policy.load_state_dict(state["policy"])
+    except (KeyError, ValueError, RuntimeError, TypeError) as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise RunDirectoryError(
+            f"the weights in '{run_path / CHECKPOINT_FILE}' do not fit the run's config.yaml ({detail}): "
+            f"was config.yaml edited? restore it or train again"
+        ) from None
     return cfg, policy, state.get("obs_normalizer")

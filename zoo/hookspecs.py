@@ -52,7 +52,22 @@ def register_policies(register: RegisterFunction) -> None:
 
 @hookspec
 def register_envs(register: RegisterFunction) -> None:
-    """Register environment factories: call ``register(name, factory)`` once per environment."""
+    """Register environment factories: call ``register(name, factory)`` once per environment.
+
+    The factory contract:
+
+    - zoo calls ``factory(**env.kwargs)`` (the config's ``env.kwargs``) once per sub-env, and must get a new
+      ``gymnasium.Env``. Name the keyword arguments explicitly: unknown ``env.kwargs`` are then refused in one
+      line before training, listing the ones the factory accepts.
+    - Time limits: ``env.max_episode_steps`` wraps each sub-env in ``gymnasium.wrappers.TimeLimit`` (its ends are
+      truncations, which bootstrap). A factory may add its own TimeLimit instead. An env whose episodes never end
+      trains, but evaluation stops with an error after ``pipeline.eval_step_limit`` steps.
+    - Pickling: the factory and the env it returns should be picklable (plain module-level functions and
+      classes), so that a checkpoint can hold the env's episodes in progress and ``--resume`` continues them
+      exactly. An env that cannot be pickled still trains; a resumed run then starts fresh episodes.
+    - Observations must be Box (numpy arrays) for the built-in policies; NaN or infinite rewards and observations
+      stop the run with an error naming the env.
+    """
 
 
 @hookspec

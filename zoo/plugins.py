@@ -96,7 +96,7 @@ def load_plugins(force: bool = False) -> PluginReport:
         _report = report  # a nested call (from a plugin being imported) sees the load in progress, not a new one
         _load_one(manager, report, BUILTIN_PLUGIN_NAME, lambda: importlib.import_module(BUILTIN_PLUGIN_MODULE))
         for entry_point in _discover_entry_points(report):
-            _load_one(manager, report, entry_point.name, entry_point.load)
+            _load_one(manager, report, entry_point.name, entry_point.load, _distribution(entry_point))
         return report
 
 
@@ -118,13 +118,22 @@ def _discover_entry_points(report: PluginReport) -> list[importlib.metadata.Entr
     return selected
 
 
-def _load_one(manager: pluggy.PluginManager, report: PluginReport, name: str, load: Callable[[], Any]) -> None:
+def _distribution(entry_point: importlib.metadata.EntryPoint) -> str | None:
+    """The name of the installed distribution that declares ``entry_point`` (what to ``pip uninstall``)."""
+    dist = getattr(entry_point, "dist", None)
+    return getattr(dist, "name", None) if dist is not None else None
+
+
+def _load_one(
+    manager: pluggy.PluginManager, report: PluginReport, name: str, load: Callable[[], Any],
+    distribution: str | None = None,
+) -> None:
     """Import one plugin, register it with pluggy and run its hooks; on any error undo it and warn."""
     try:
         plugin = load()
         manager.register(plugin, name=name)
     except Exception as exc:
-        _record_failure(report, name, exc)
+        _record_failure(report, name, exc, distribution)
         return
     added: list[tuple[Registry, str]] = []
     try:
@@ -141,7 +150,7 @@ def _load_one(manager: pluggy.PluginManager, report: PluginReport, name: str, lo
         for registry, registered_name in reversed(added):
             registry.unregister(registered_name)
         manager.unregister(name=name)
-        _record_failure(report, name, exc)
+        _record_failure(report, name, exc, distribution)
         return
     report.loaded.append(name)
 
@@ -167,8 +176,10 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _record_failure(report: PluginReport, name: str, exc: BaseException) -> None:
+def _record_failure(report: PluginReport, name: str, exc: BaseException, distribution: str | None = None) -> None:
     description = _describe(exc)
+    if distribution:  # the fix names what the user installed, not the entry point
+        description += f" (from the package '{distribution}': fix or update it, or `pip uninstall {distribution}`)"
     report.failures.append(PluginFailure(name, description))
     warnings.warn(f"zoo plugin '{name}' failed to load: {description}", ZooPluginWarning, stacklevel=4)
 

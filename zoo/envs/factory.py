@@ -14,12 +14,13 @@ one generator for the whole batch, seeded with ``s``. Either way the same seed g
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import inspect
 import multiprocessing
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -47,6 +48,52 @@ def _gym_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         raise _unknown_env_error(env_id) from err
 
 
+def _accepted_keywords(env_id: str) -> list[str] | None:
+    """The keyword arguments the env's constructor (or zoo factory) names, or None when it takes ``**kwargs``."""
+    try:
+        if env_id in ENV_REGISTRY:
+            creator = ENV_REGISTRY.get(env_id)
+        else:
+            creator = _gym_spec(env_id).entry_point
+            creator = load_env_creator(creator) if isinstance(creator, str) else creator
+        parameters = inspect.signature(creator).parameters.values()
+    except Exception:  # no signature to read: say nothing rather than something wrong
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
+
+
+def _construction_error(env_id: str, kwargs: dict[str, Any], exc: BaseException) -> ZooError:
+    """A one-line error for an env that could not be built, naming unknown kwargs where that is the cause."""
+    accepted = _accepted_keywords(env_id)
+    if accepted is not None:
+        unknown = sorted(set(kwargs) - set(accepted) - {"render_mode", "max_episode_steps"})
+        if unknown:
+            return ConfigError(
+                f"env '{env_id}' does not accept env.kwargs {unknown}: remove them (it accepts: "
+                f"{', '.join(accepted) or 'none'})"
+            )
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return ConfigError(
+        f"env '{env_id}' could not be built with env.kwargs {kwargs}: {type(exc).__name__}: {detail}: "
+        f"check env.kwargs and the env's own requirements"
+    )
+
+
+@contextlib.contextmanager
+def _one_line_construction_errors(env_id: str, kwargs: dict[str, Any]) -> Iterator[None]:
+    """Turn what an env's constructor raises (bad kwargs, a missing package, its own failure) into one line."""
+    try:
+        yield
+    except ZooError:
+        raise
+    except gym.error.DependencyNotInstalled as exc:
+        raise ZooError(f"env '{env_id}' needs a package that is not installed: {exc}") from exc
+    except Exception as exc:
+        raise _construction_error(env_id, kwargs, exc) from exc
+
+
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """Build one environment.
 
@@ -64,10 +111,11 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     Examples:
         >>> env = make_env("CartPole-v1", max_episode_steps=50)
     """
-    if env_id in ENV_REGISTRY:
-        return ENV_REGISTRY.get(env_id)(**kwargs)
-    _gym_spec(env_id)
-    return gym.make(env_id, **kwargs)
+    factory = ENV_REGISTRY.get(env_id) if env_id in ENV_REGISTRY else None
+    if factory is None:
+        _gym_spec(env_id)
+    with _one_line_construction_errors(env_id, kwargs):
+        return factory(**kwargs) if factory is not None else gym.make(env_id, **kwargs)
 
 
 def _build_single_env(
@@ -191,6 +239,22 @@ def make_vector_env(
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     env_kwargs = dict(env_kwargs or {})
     resolved = _resolve_mode(env_id, mode, env_kwargs, max_episode_steps)
+    with _one_line_construction_errors(env_id, env_kwargs):
+        venv = _build_vector_env(env_id, num_envs, resolved, env_kwargs, max_episode_steps)
+    if venv.metadata.get("autoreset_mode") != AutoresetMode.NEXT_STEP:
+        found = venv.metadata.get("autoreset_mode")
+        venv.close()
+        raise ConfigError(f"env '{env_id}' in mode '{resolved}' autoresets with {found}; zoo needs NEXT_STEP")
+    if seed is not None:
+        venv.action_space.seed(seed)
+        venv.single_action_space.seed(seed)
+        venv = _SeedFirstReset(venv, seed)
+    return venv
+
+
+def _build_vector_env(
+    env_id: str, num_envs: int, resolved: str, env_kwargs: dict[str, Any], max_episode_steps: int | None
+) -> gym.vector.VectorEnv:
     if resolved == "vector_entry_point":
         extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs, **extra)
@@ -204,12 +268,4 @@ def make_vector_env(
             venv = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.NEXT_STEP)
         else:
             venv = gym.vector.AsyncVectorEnv(env_fns, context=_async_context(), autoreset_mode=AutoresetMode.NEXT_STEP)
-    if venv.metadata.get("autoreset_mode") != AutoresetMode.NEXT_STEP:
-        found = venv.metadata.get("autoreset_mode")
-        venv.close()
-        raise ConfigError(f"env '{env_id}' in mode '{resolved}' autoresets with {found}; zoo needs NEXT_STEP")
-    if seed is not None:
-        venv.action_space.seed(seed)
-        venv.single_action_space.seed(seed)
-        venv = _SeedFirstReset(venv, seed)
     return venv

@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NonFiniteError
 from ..rl_utils.normalisation import ReturnNormalizer, RunningMeanStd
 
 
@@ -72,6 +72,38 @@ class _NextStepWrapper(gym.vector.VectorWrapper):
 
     def _observation(self, obs: Any, fresh: np.ndarray) -> Any:
         return obs
+
+
+class CheckFinite(gym.vector.VectorWrapper):
+    """Raise ``NonFiniteError`` naming the env and the field when it returns a NaN or infinite reward or observation.
+
+    Applied innermost, so that a bad value is reported as the env's, before normalisation statistics see it.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, name: str) -> None:
+        super().__init__(env)
+        self.name = name
+        self._float_obs = np.issubdtype(np.dtype(env.single_observation_space.dtype or np.float32), np.floating)
+
+    def _check(self, obs: Any, reward: Any = None) -> None:
+        if reward is not None and not np.isfinite(reward).all():
+            envs = np.flatnonzero(~np.isfinite(reward)).tolist()
+            raise NonFiniteError(f"env '{self.name}' returned a non-finite reward (sub-envs {envs})")
+        if self._float_obs and not np.isfinite(obs).all():
+            envs = np.flatnonzero(~np.isfinite(np.asarray(obs).reshape(self.num_envs, -1)).all(axis=1)).tolist()
+            raise NonFiniteError(f"env '{self.name}' returned a non-finite observation (sub-envs {envs})")
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        """Reset and check the observations."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._check(obs)
+        return obs, info
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step and check the observations and rewards."""
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self._check(obs, reward)
+        return obs, reward, terminated, truncated, info
 
 
 class EpisodeStats(_NextStepWrapper):
@@ -172,16 +204,23 @@ class NormalizeObservation(_NextStepWrapper):
         return _normalize_obs(self.obs_rms, self.clip, self.epsilon, obs)
 
     @classmethod
-    def frozen(cls, state: dict[str, Any], clip: float = 10.0, epsilon: float = 1e-8) -> Callable[[Any], np.ndarray]:
-        """The normalisation of a saved ``state_dict``, as a function of raw observations (for evaluation)."""
+    def frozen(
+        cls, state: dict[str, Any], clip: float | None = None, epsilon: float | None = None
+    ) -> Callable[[Any], np.ndarray]:
+        """The normalisation of a saved ``state_dict``, as a function of raw observations (for evaluation).
+
+        ``clip`` and ``epsilon`` default to the saved ones (10 and 1e-8 for states saved without them).
+        """
         rms_state = state["obs_rms"]
         obs_rms = RunningMeanStd(shape=tuple(rms_state["shape"]))
         obs_rms.load_state_dict(rms_state)
+        clip = float(state.get("clip", 10.0)) if clip is None else clip
+        epsilon = float(state.get("epsilon", 1e-8)) if epsilon is None else epsilon
         return functools.partial(_normalize_obs, obs_rms, clip, epsilon)
 
     def state_dict(self) -> dict[str, Any]:
-        """The observation statistics (picklable)."""
-        return {"obs_rms": self.obs_rms.state_dict()}
+        """The observation statistics, clip and epsilon (picklable)."""
+        return {"obs_rms": self.obs_rms.state_dict(), "clip": self.clip, "epsilon": self.epsilon}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict`` output into ``obs_rms``."""
@@ -231,16 +270,23 @@ def wrap_vector_env(
     gamma: float = 0.99,
     clip_obs: float = 10.0,
     clip_reward: float = 10.0,
+    stats_window: int = 100,
+    check_finite: str | None = None,
 ) -> tuple[gym.vector.VectorEnv, EpisodeStats]:
-    """Apply EpisodeStats -> NormalizeObservation -> NormalizeReward (innermost first), as requested.
+    """Apply [CheckFinite ->] EpisodeStats -> NormalizeObservation -> NormalizeReward (innermost first).
 
+    Arguments:
+        check_finite: the env's name, to refuse NaN/infinite rewards and observations with a NonFiniteError
+            naming it; None leaves them unchecked.
     Returns:
         ``(wrapped_venv, stats)`` where ``stats`` is the EpisodeStats layer (raw-reward episode statistics).
 
     Examples:
         >>> venv, stats = wrap_vector_env(make_vector_env("Pendulum-v1", 4, seed=0), True, True)
     """
-    stats = EpisodeStats(venv)
+    if check_finite is not None:
+        venv = CheckFinite(venv, check_finite)
+    stats = EpisodeStats(venv, window=stats_window)
     wrapped: gym.vector.VectorEnv = stats
     if normalize_obs:
         wrapped = NormalizeObservation(wrapped, clip=clip_obs)

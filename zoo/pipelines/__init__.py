@@ -1,5 +1,7 @@
-"""Pipelines: the loops that drive policies (serial on-policy now; off-policy and parallel to come)."""
+"""Pipelines: the shared training loop, the vector collector, and the small pipelines built on them."""
 
+from .collector import VectorCollector
+from .loop import TrainingLoop
 from .serial_onpolicy import SerialOnPolicyPipeline
 
-__all__ = ["SerialOnPolicyPipeline"]
+__all__ = ["SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector"]

@@ -5,47 +5,81 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
-from easydict import EasyDict
 
 from ..envs import make_vector_env
+from ..errors import ZooError
 from ..policies.base import Policy
 
 
 def evaluate_policy(
-    cfg: EasyDict,
     policy: Policy,
-    normalize_obs: Callable[[Any], np.ndarray] | None,
+    env_id: str,
     episodes: int,
     seed: int,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    normalize_obs: Callable[[Any], np.ndarray] | None = None,
+    vector_mode: str = "auto",
+    step_limit: int = 100_000,
     render: bool = False,
+    deterministic: bool = True,
     batch: int = 16,
 ) -> list[float]:
-    """Raw (unnormalised) returns of ``episodes`` deterministic episodes, played ``batch`` at a time.
+    """Raw (unnormalised) returns of ``episodes`` episodes, played ``batch`` at a time.
 
-    ``normalize_obs`` maps raw observations to the policy's inputs with frozen training statistics
-    (``NormalizeObservation.normalize``, or ``NormalizeObservation.frozen(state)`` for a saved run), or is None.
+    Arguments:
+        policy: acts with ``policy.evaluate`` (``deterministic``) or ``policy.collect``.
+        env_id, env_kwargs, max_episode_steps: the env, as in the run's config.
+        episodes, seed: how many episodes; the envs of the batch starting at episode ``k`` are seeded ``seed + k``.
+        normalize_obs: maps raw observations to the policy's inputs with frozen training statistics
+            (``VectorCollector.normalize_observation()``, or ``NormalizeObservation.frozen(state)`` for a saved
+            run), or None.
+        step_limit: an episode that has not ended after this many steps stops the evaluation with a ZooError
+            (an env that never ends would otherwise hang it).
     """
+    try:
+        return _evaluate(policy, env_id, episodes, seed, env_kwargs, max_episode_steps, normalize_obs, vector_mode,
+                         step_limit, render, deterministic, batch)
+    except gym.error.DependencyNotInstalled as exc:  # rendering needs pygame, which envs import only then
+        raise ZooError(f"evaluating '{env_id}'{' with --render' if render else ''} needs a missing package: "
+                       f"{str(exc).strip().splitlines()[0]}") from None
+
+
+def _evaluate(
+    policy: Policy, env_id: str, episodes: int, seed: int, env_kwargs: dict[str, Any] | None,
+    max_episode_steps: int | None, normalize_obs: Callable[[Any], np.ndarray] | None, vector_mode: str,
+    step_limit: int, render: bool, deterministic: bool, batch: int,
+) -> list[float]:
     returns: list[float] = []
-    env_kwargs = dict(cfg.env.kwargs)
+    env_kwargs = dict(env_kwargs or {})
     if render:
         env_kwargs["render_mode"] = "human"
     while len(returns) < episodes:
         count = min(batch, episodes - len(returns))
-        mode = "sync" if render else cfg.pipeline.vector_mode
-        venv = make_vector_env(cfg.env.id, count, seed=seed + len(returns), mode=mode, env_kwargs=env_kwargs,
-                               max_episode_steps=cfg.env.max_episode_steps)
+        venv = make_vector_env(env_id, count, seed=seed + len(returns), mode="sync" if render else vector_mode,
+                               env_kwargs=env_kwargs, max_episode_steps=max_episode_steps)
         try:
             obs, _ = venv.reset(seed=seed + len(returns))
             total = np.zeros(count)
             running = np.ones(count, dtype=bool)
+            steps = 0
             while running.any():
+                if steps >= step_limit:
+                    raise ZooError(
+                        f"evaluation: an episode of '{env_id}' did not end within {step_limit} steps: set "
+                        f"env.max_episode_steps to bound the env's episodes"
+                    )
                 obs_array = np.asarray(obs, dtype=np.float32) if normalize_obs is None else normalize_obs(obs)
-                action = policy.evaluate(torch.as_tensor(obs_array, device=policy.device))
+                obs_tensor = torch.as_tensor(obs_array, device=policy.device)
+                action = policy.evaluate(obs_tensor) if deterministic else policy.collect(obs_tensor).action
                 obs, reward, terminated, truncated, _ = venv.step(action)
                 total += np.where(running, reward, 0.0)
                 running &= ~(terminated | truncated)
+                steps += 1
         finally:
             venv.close()
         returns.extend(total.tolist())

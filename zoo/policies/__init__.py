@@ -1,7 +1,25 @@
-"""Policy plugins: one module per algorithm, all on the contract in ``base.py``."""
+"""Policy plugins: one module per algorithm, all on the contract in ``base.py``.
 
+Public for plugin authors: ``Policy`` (the contract), ``ActorCriticPolicy`` (the on-policy actor-critic base),
+``CollectOutput``, ``LearnContext``, ``normalize_advantage`` and the batch types re-exported from ``zoo.data``.
+"""
+
+from ..data import Rollout, Samples, Transitions, Unroll
 from .a2c import A2CPolicy
-from .base import CollectOutput, Policy, Rollout
+from .actor_critic import ActorCriticPolicy, normalize_advantage
+from .base import CollectOutput, LearnContext, Policy
 from .ppo import PPOPolicy
 
-__all__ = ["A2CPolicy", "CollectOutput", "PPOPolicy", "Policy", "Rollout"]
+__all__ = [
+    "A2CPolicy",
+    "ActorCriticPolicy",
+    "CollectOutput",
+    "LearnContext",
+    "PPOPolicy",
+    "Policy",
+    "Rollout",
+    "Samples",
+    "Transitions",
+    "Unroll",
+    "normalize_advantage",
+]

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from ..data import Rollout
 from ..rl_utils import a2c_data, a2c_error, a2c_error_continuous
-from .actor_critic import OnPolicyActorCritic
-from .base import Rollout, normalize_advantage
+from .actor_critic import ActorCriticPolicy, normalize_advantage
+from .base import LearnContext
 
 
-class A2CPolicy(OnPolicyActorCritic):
+class A2CPolicy(ActorCriticPolicy):
     """Advantage actor-critic for Discrete and Box action spaces."""
 
     default_config: ClassVar[dict[str, Any]] = {
-        **OnPolicyActorCritic.common_config,
+        **ActorCriticPolicy.common_config,
         "optimizer": "rmsprop",
         "learning_rate": 7e-4,
         "gae_lambda": 1.0,
@@ -21,17 +22,19 @@ class A2CPolicy(OnPolicyActorCritic):
         "entropy_coef": 0.0,
     }
 
-    def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
+    def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:
         cfg = self.cfg
         samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
         obs, action, returns = samples.obs, samples.action, samples.returns
         advantage = normalize_advantage(samples.advantage) if cfg.normalize_advantage else samples.advantage
-        lr = self._set_learning_rate(progress)
+        lr = self.update_learning_rate(ctx)
+        if ctx.min(obs.shape[0]) == 0:  # only autoreset steps (possible with tiny rollouts): nothing to learn from
+            return {"learning_rate": lr}
         output, value = self.model(obs)
         data = a2c_data(output, action, value, advantage, returns, None)
         loss = a2c_error(data) if self.discrete else a2c_error_continuous(data)
         total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
-        grad_norm = self._step(total)
+        grad_norm = self.optimizer_step(total, ctx)
         return {
             "policy_loss": loss.policy_loss.item(),
             "value_loss": loss.value_loss.item(),

@@ -1,7 +1,28 @@
-"""The part A2C and PPO share: networks, sampling, evaluation, optimiser, schedules and checkpoint state."""
+"""``ActorCriticPolicy``: the public base of on-policy actor-critic policies (A2C, PPO, and plugins).
+
+It owns the networks, sampling, evaluation, the optimiser, the learning-rate schedule, checkpoint state and the
+sample processing (GAE, with termination and truncation kept apart). A subclass writes only ``learn``, from
+these public pieces::
+
+    class MyPolicy(ActorCriticPolicy):
+        default_config = {**ActorCriticPolicy.common_config, "my_coef": 0.5}
+
+        def learn(self, batch, ctx):
+            samples = batch.valid_samples()              # autoreset steps dropped
+            lr = self.update_learning_rate(ctx)          # the schedule at ctx.progress
+            output, value = self.model(samples.obs)
+            loss = ...                                   # rl_utils losses on samples.advantage, samples.returns
+            grad_norm = self.optimizer_step(loss, ctx)   # backward, gradient sync, clip, step
+            return {"loss": loss.item(), "learning_rate": lr, "grad_norm": grad_norm}
+
+``samples`` holds ``obs``, ``action`` (raw), ``reward``, ``terminated``, ``truncated`` and the extras:
+``log_prob``, ``value``, ``policy_output`` (logits, or mu and sigma concatenated: see
+``unpack_policy_output``), ``advantage`` and ``returns``.
+"""
 
 from __future__ import annotations
 
+import copy
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -9,16 +30,31 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
-from ..rl_utils import categorical_log_prob, gaussian_log_prob
-from .base import CollectOutput, Policy
+from ..data import Rollout
+from ..errors import ConfigError, NonFiniteError
+from ..rl_utils import categorical_log_prob, gae, gae_data, gaussian_log_prob
+from ..sizes import check_parameter_memory
+from .base import CollectOutput, LearnContext, Policy
 from .networks import ACTIVATIONS, ActorCritic
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
 
 
-class OnPolicyActorCritic(Policy):
-    """Base for on-policy actor-critic policies; subclasses implement ``learn``."""
+def normalize_advantage(advantage: torch.Tensor) -> torch.Tensor:
+    """Zero mean, unit std (left unchanged for a single sample, whose std is undefined)."""
+    if advantage.numel() < 2:
+        return advantage
+    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
 
-    pipeline: ClassVar[str] = "serial_onpolicy"
+
+class ActorCriticPolicy(Policy):
+    """Base of on-policy actor-critic policies for Box observations and Discrete or 1-D Box actions.
+
+    Subclasses implement ``learn`` (see the module docstring). Public pieces: ``model`` (``ActorCritic``:
+    ``model(obs) -> (policy_output, value)``), ``discrete``, ``unpack_policy_output``, ``value``,
+    ``update_learning_rate(ctx)``, ``optimizer_step(loss, ctx)`` and ``process_rollout`` (GAE).
+    """
+
+    pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy",)
     common_config: ClassVar[dict[str, Any]] = {
         "hidden_sizes": [64, 64],
         "activation": "tanh",
@@ -35,8 +71,11 @@ class OnPolicyActorCritic(Policy):
         "entropy_coef": 0.0,
         "max_grad_norm": 0.5,
     }
-    config_ranges: ClassVar[dict[str, tuple[float | None, float | None]]] = {
-        "learning_rate": (0.0, None),
+    config_ranges: ClassVar[dict[str, Any]] = {
+        "hidden_sizes": (1, 1_000_000),
+        "init_log_std": (-20.0, 5.0),
+        "learning_rate": (0.0, 10.0),
+        "adam_eps": (0.0, 1.0),
         "gamma": (0.0, 1.0),
         "gae_lambda": (0.0, 1.0),
         "value_coef": (0.0, None),
@@ -47,18 +86,47 @@ class OnPolicyActorCritic(Policy):
         "optimizer": FLAT_ALGORITHMS,
         "activation": tuple(ACTIVATIONS),
     }
+    frozen_keys: ClassVar[tuple[str, ...]] = ("hidden_sizes", "activation", "shared_network", "optimizer")
+
+    @classmethod
+    def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
+        name = getattr(cls, "__name__", "this policy")
+        if not isinstance(observation_space, gym.spaces.Box) or observation_space.shape is None:
+            raise ConfigError(
+                f"observation space {observation_space} is not supported by {name}: it takes Box observations "
+                f"(flattened); wrap the env to give Box observations"
+            )
+        discrete = isinstance(action_space, gym.spaces.Discrete)
+        box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and action_space.shape[0] > 0
+        if not (discrete or box):
+            raise ConfigError(
+                f"action space {action_space} is not supported by {name}: it takes Discrete or non-empty 1-D Box "
+                f"actions"
+            )
 
     def __init__(
-        self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device
+        self,
+        cfg: EasyDict,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: torch.device,
+        acting_only: bool = False,
     ) -> None:
-        super().__init__(cfg, observation_space, action_space, device)
+        super().__init__(cfg, observation_space, action_space, device, acting_only)
+        self.check_spaces(observation_space, action_space)
+        hidden = list(cfg.hidden_sizes)
+        obs_dim = int(np.prod(observation_space.shape))
+        out_dim = int(action_space.n) if isinstance(action_space, gym.spaces.Discrete) else action_space.shape[0]
+        trunks = 1 if cfg.shared_network else 2
+        check_parameter_memory("policy.hidden_sizes", [obs_dim, *hidden], trunks, out_dim, not acting_only)
         self.model = ActorCritic(
-            observation_space, action_space, list(cfg.hidden_sizes), cfg.activation, cfg.shared_network,
-            cfg.init_log_std,
-        ).to(device)
+            observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std
+        ).to(self.device)
         self.discrete = self.model.discrete
         # One flat buffer for all parameters: torch.optim's per-tensor overhead dominates for small networks.
-        self.optimizer = FlatOptimizer(self.model, cfg.optimizer, cfg.learning_rate, eps=cfg.adam_eps)
+        self.optimizer = None if acting_only else FlatOptimizer(
+            self.model, cfg.optimizer, cfg.learning_rate, eps=cfg.adam_eps
+        )
         if not self.discrete:
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self._high = torch.as_tensor(action_space.high, dtype=torch.float32)
@@ -77,11 +145,13 @@ class OnPolicyActorCritic(Policy):
             # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample, at a quarter of multinomial's cost.
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)
             log_prob = categorical_log_prob(output, action)
+            packed = output
         else:
             action = output["mu"] + output["sigma"] * torch.randn_like(output["mu"])
             log_prob = gaussian_log_prob(output["mu"], output["sigma"], action)
-        packed = output if self.discrete else torch.cat([output["mu"], output["sigma"]], -1)
-        return CollectOutput(self._env_action(action), action, log_prob, value, packed)
+            packed = torch.cat([output["mu"], output["sigma"]], -1)
+        extras = {"log_prob": log_prob, "value": value, "policy_output": packed}
+        return CollectOutput(self._env_action(action), action, extras)
 
     def unpack_policy_output(self, packed: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """Inverse of the packing in ``collect``: logits, or ``{'mu', 'sigma'}``."""
@@ -98,25 +168,85 @@ class OnPolicyActorCritic(Policy):
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Critic values of a batch of observations (no gradient)."""
         return self.model.value(obs)
 
+    # -- sample processing --------------------------------------------------------------------------------
+    def process_rollout(self, rollout: Rollout) -> Rollout:
+        """Adds ``next_value``, ``advantage`` (GAE) and ``returns = advantage + value`` to the extras.
+
+        ``next_value[t]`` is the value of the observation after step t: ``value[t + 1]``, or ``V(last_obs)``
+        for the last step. With NEXT_STEP autoreset that observation is the final one of an episode that ended
+        at t, so a truncated step bootstraps from it, while a terminated step does not bootstrap (``done``).
+        Autoreset steps (``valid = False``) end the trace and bootstrap nothing; learning masks them out.
+        """
+        value = rollout.extras["value"]
+        next_value = torch.cat([value[1:], self.value(rollout.last_obs).unsqueeze(0)])
+        invalid = ~rollout.valid
+        done = rollout.terminated | invalid
+        trace_end = rollout.terminated | rollout.truncated | invalid
+        advantage = gae(gae_data(value, next_value, rollout.reward, done, trace_end), self.cfg.gamma,
+                        self.cfg.gae_lambda)
+        return rollout.with_extras(next_value=next_value, advantage=advantage, returns=advantage + value)
+
     # -- learning helpers ---------------------------------------------------------------------------------
-    def _set_learning_rate(self, progress: float) -> float:
-        lr = self.cfg.learning_rate * (1.0 - progress if self.cfg.anneal_lr else 1.0)
-        lr = max(lr, 0.0)
+    def learning_rate_at(self, progress: float) -> float:
+        """The scheduled learning rate at ``progress`` in [0, 1]: linear to 0 when ``anneal_lr``, else fixed."""
+        return max(self.cfg.learning_rate * ((1.0 - progress) if self.cfg.anneal_lr else 1.0), 0.0)
+
+    def update_learning_rate(self, ctx: LearnContext) -> float:
+        """Set the optimiser's learning rate to the schedule at ``ctx.progress``; returns it."""
+        lr = self.learning_rate_at(ctx.progress)
         self.optimizer.lr = lr
         return lr
 
-    def _step(self, loss: torch.Tensor) -> float:
+    def optimizer_step(self, loss: torch.Tensor, ctx: LearnContext) -> float:
+        """Backward, ``ctx.sync_gradients`` (the all-reduce of data-parallel learners), clip, step.
+
+        Returns the gradient norm before clipping. Raises ``NonFiniteError`` before the step, leaving the
+        weights as they were, when the loss or the gradient is not finite.
+        """
         self.optimizer.zero_grad()
         loss.backward()
+        ctx.sync_gradients(self.optimizer.grad)
         grad_norm = self.optimizer.clip_grad_norm(self.cfg.max_grad_norm)
+        loss_value = loss.item()
+        if not (np.isfinite(grad_norm) and np.isfinite(loss_value)):
+            what = "gradient" if np.isfinite(loss_value) else "loss"
+            raise NonFiniteError(f"the {what} is not finite (loss {loss_value}, gradient norm {grad_norm})")
         self.optimizer.step()
         return grad_norm
 
+    # -- state --------------------------------------------------------------------------------------------
+    def __deepcopy__(self, memo: dict[int, Any]) -> ActorCriticPolicy:
+        # A field-by-field deep copy would break the parameters' aliasing of the optimiser's flat buffer (the copy
+        # would never learn); build a twin and load the state instead, leaving the global RNG as it was.
+        with torch.random.fork_rng(devices=[]):
+            twin = type(self)(copy.deepcopy(self.cfg, memo), self.observation_space, self.action_space, self.device,
+                              self.acting_only)
+        twin.load_state_dict(copy.deepcopy(self.state_dict(), memo))
+        return twin
+
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        state: dict[str, Any] = {"model": self.model.state_dict()}
+        if self.optimizer is not None:
+            state["optimizer"] = self.optimizer.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+    def actor_state_dict(self) -> dict[str, torch.Tensor]:
+        """The actor's weights alone (trunk, policy head, log-std), detached copies."""
+        return {name: tensor.detach().clone() for name, tensor in self.model.actor_parameters().items()}
+
+    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Copy actor weights from ``actor_state_dict`` output into this policy's model."""
+        own = self.model.actor_parameters()
+        if set(own) != set(state):
+            raise ValueError(f"actor weights have keys {sorted(state)}, expected {sorted(own)}")
+        with torch.no_grad():
+            for name, tensor in own.items():
+                tensor.copy_(state[name])

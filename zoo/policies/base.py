@@ -1,20 +1,41 @@
-"""The policy plugin contract shared by built-in and third-party policies.
+"""The policy plugin contract: one for every algorithm, built-in or third-party.
 
-A policy owns its networks and optimiser and knows its maths; it never steps an environment (the pipeline's
-collector does) and never writes files (the pipeline does). The contract is deliberately small:
+A policy owns its networks, optimiser and maths. It never steps an environment (a collector does) and never
+writes files (the pipeline does). What a pipeline calls, in order:
 
-- ``default_config``: every hyper-parameter with its default (the config schema for the ``policy`` section);
-- ``pipeline``: the registered name of the pipeline that drives it (``"serial_onpolicy"`` for A2C/PPO);
-- ``collect(obs) -> CollectOutput``: stochastic actions plus what learning needs (log-prob, value);
-- ``evaluate(obs) -> actions``: deterministic actions;
-- ``value(obs) -> values``: the critic alone (bootstrapping truncated episodes and rollout ends);
-- ``learn(batch) -> dict[str, float]``: one update from a rollout, returning metrics;
-- ``state_dict()`` / ``load_state_dict()``: everything needed to resume (networks and optimiser).
+1. ``Policy.check_spaces(observation_space, action_space)`` (class method), before anything is built: raise
+   ``ConfigError`` naming the space and what is supported.
+2. ``Policy(cfg, observation_space, action_space, device, acting_only=False)``: ``cfg`` is the resolved
+   ``policy`` config section (``default_config`` merged under the user's values, already checked against
+   ``config_ranges`` and ``config_choices``). ``acting_only=True`` builds what acting needs, without an
+   optimiser (actor processes, ``zoo eval``, ``zoo.load``).
+3. During collection, ``collect(obs) -> CollectOutput``: a batch of sampled actions for the env, the raw action
+   the loss needs, and optional per-step extras (log-prob, value, behaviour-policy outputs), which the collector
+   stacks into ``Rollout.extras`` under the same names. ``obs`` is a float32 tensor on ``self.device``.
+4. On-policy pipelines then call ``process_rollout(rollout) -> Rollout``: the policy's own sample processing
+   (GAE for actor-critics, as DI-engine's ``_get_train_sample``). The default returns the rollout unchanged.
+5. ``learn(batch, ctx) -> dict[str, float]``: one update from a batch on ``self.device`` (a ``Rollout`` for
+   on-policy pipelines, sampled ``Transitions`` tensors for off-policy ones, an ``Unroll`` for actor-learner
+   ones), returning finite metrics for the metrics file. ``ctx`` (``LearnContext``) carries the progress for
+   schedules and the hooks that keep several data-parallel learners identical: call
+   ``ctx.sync_gradients(grad)`` between backward and the optimiser step, and take every decision that must
+   agree across learners (number of minibatches, early stops) through ``ctx.mean``/``ctx.min``/``ctx.any``.
+   Serially these are no-ops.
+6. ``evaluate(obs) -> actions``: deterministic actions for evaluation, ``zoo eval`` and ``zoo.load``.
+7. ``state_dict()``/``load_state_dict()``: everything needed to resume exactly (networks, optimiser, and any
+   counters the policy keeps); ``actor_state_dict()``/``load_actor_state_dict()``: only what acting needs,
+   for publishing weights to actors cheaply.
+
+Class attributes declare the config and the pipelines: ``default_config`` (every key with its default: the
+schema of the ``policy`` section), ``config_ranges`` (key -> ``(low, high)`` or a ``zoo.config.Range``; applied
+to every element of a list), ``config_choices`` (key -> allowed values), ``pipelines`` (the pipeline names
+it runs on; the first is the default for ``pipeline.type``) and ``frozen_keys`` (keys that a resumed run may
+not change, such as the network's sizes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -22,99 +43,121 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
+from ..data import Rollout
+
 
 @dataclass
 class CollectOutput:
     """What a policy returns for a batch of observations during collection.
 
     ``action`` is what the env receives (numpy, already clipped to the action space where needed);
-    ``raw_action`` is what the loss needs (the unclipped Gaussian sample, or the discrete index), ``log_prob``
-    its log-probability under the behaviour policy, ``value`` the critic's estimate and ``policy_output`` the
-    behaviour policy's parameters as one tensor (logits, or mu and sigma concatenated) for ratio-based losses.
+    ``raw_action`` is what the loss needs (the unclipped Gaussian sample, or the discrete index; None means
+    ``torch.as_tensor(action)``); ``extras`` are optional per-step tensors of leading size B (log-prob, value,
+    behaviour-policy outputs...), stacked by the collector into ``Rollout.extras``.
     """
 
     action: np.ndarray
-    raw_action: torch.Tensor
-    log_prob: torch.Tensor
-    value: torch.Tensor
-    policy_output: torch.Tensor
+    raw_action: torch.Tensor | None = None
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-@dataclass
-class Rollout:
-    """A time-major on-policy batch with shapes ``(T, B, ...)`` as stored by the serial on-policy collector.
+class LearnContext:
+    """What ``Policy.learn`` gets besides the batch: progress, counters and the data-parallel hooks.
 
-    ``valid`` is False for NEXT_STEP autoreset transitions (the action was ignored by the env); ``advantage``
-    and ``returns`` are filled by the pipeline with rl_utils' gae before ``learn`` is called.
+    Attributes:
+        progress: the schedule position in [0, 1] (fraction of the env-step budget; see the README on
+            extending a finished run).
+        iteration: iterations completed before this one; env_steps: env steps collected so far, this
+            iteration's included.
+        rank, world_size: this learner's rank among ``world_size`` data-parallel learners (0 and 1 serially).
+
+    The methods are the hooks a multi-process pipeline overrides; serially they return their input.
     """
 
-    obs: torch.Tensor
-    action: torch.Tensor
-    log_prob: torch.Tensor
-    value: torch.Tensor
-    policy_output: torch.Tensor
-    reward: torch.Tensor
-    terminated: torch.Tensor
-    truncated: torch.Tensor
-    valid: torch.Tensor
-    next_value: torch.Tensor
-    advantage: torch.Tensor | None = None
-    returns: torch.Tensor | None = None
+    def __init__(
+        self, progress: float = 0.0, iteration: int = 0, env_steps: int = 0, rank: int = 0, world_size: int = 1
+    ) -> None:
+        self.progress = progress
+        self.iteration = iteration
+        self.env_steps = env_steps
+        self.rank = rank
+        self.world_size = world_size
 
-    def valid_samples(self) -> Rollout:
-        """The valid transitions flattened to ``(N, ...)``: autoreset steps (action ignored) are dropped."""
-        valid = self.valid.reshape(-1)
-        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        if bool(valid.all()):  # the usual case: flattening is a view, no copy
-            return Rollout(**{name: None if x is None else x.flatten(0, 1) for name, x in fields.items()})
-        return Rollout(**{name: None if x is None else x.flatten(0, 1)[valid] for name, x in fields.items()})
+    def sync_gradients(self, grad: torch.Tensor) -> None:
+        """Make ``grad`` (a flat gradient buffer) the average over all learners, in place. Serially: nothing."""
 
+    def mean(self, value: float) -> float:
+        """The mean of ``value`` over all learners (e.g. the approximate KL an early stop compares)."""
+        return value
 
-def normalize_advantage(advantage: torch.Tensor) -> torch.Tensor:
-    """Zero mean, unit std (left unchanged for a single sample, whose std is undefined)."""
-    if advantage.numel() < 2:
-        return advantage
-    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    def min(self, value: int) -> int:
+        """The minimum of ``value`` over all learners (e.g. how many minibatches every learner runs)."""
+        return value
+
+    def any(self, flag: bool) -> bool:
+        """True when ``flag`` is true on any learner."""
+        return flag
 
 
 class Policy:
-    """Base class: subclasses set ``default_config`` and implement the methods below."""
+    """Base class of every policy; see the module docstring for what a pipeline calls and when."""
 
     default_config: ClassVar[dict[str, Any]] = {}
-    pipeline: ClassVar[str] = "serial_onpolicy"
-    # Config keys with allowed ranges, checked before a run starts: key -> (low, high) inclusive, None = open.
-    config_ranges: ClassVar[dict[str, tuple[float | None, float | None]]] = {}
-    # Config keys that take one of a few values, checked before a run starts: key -> allowed values.
+    # key -> (low, high) inclusive (None = open) or a zoo.config.Range; checked before a run starts.
+    config_ranges: ClassVar[dict[str, Any]] = {}
+    # key -> allowed values; checked before a run starts.
     config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    # Registered names of the pipelines this policy runs on; the first is the default ``pipeline.type``.
+    pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy",)
+    # Keys of the policy section that ``--resume`` may not change (they shape the saved weights).
+    frozen_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
-        self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device
+        self,
+        cfg: EasyDict,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: torch.device,
+        acting_only: bool = False,
     ) -> None:
         self.cfg = cfg
         self.observation_space = observation_space
         self.action_space = action_space
-        self.device = device
+        self.device = torch.device(device)
+        self.acting_only = acting_only
+
+    @classmethod
+    def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Raise ``zoo.errors.ConfigError`` for spaces this policy cannot handle (default: accept all)."""
 
     def collect(self, obs: torch.Tensor) -> CollectOutput:
         """Sample actions for a batch of observations (no gradient)."""
         raise NotImplementedError
 
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
-        """Deterministic actions for evaluation (no gradient)."""
+        """Deterministic actions for a batch of observations (no gradient)."""
         raise NotImplementedError
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """Critic values of a batch of observations (no gradient)."""
-        raise NotImplementedError
+    def process_rollout(self, rollout: Rollout) -> Rollout:
+        """On-policy sample processing before ``learn`` (e.g. advantages); default: the rollout unchanged."""
+        return rollout
 
-    def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
-        """Update from a batch; ``progress`` in [0, 1] is the fraction of the env-step budget used (annealing)."""
+    def learn(self, batch: Any, ctx: LearnContext) -> dict[str, float]:
+        """One update from ``batch``; returns finite metrics by name."""
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
-        """Networks and optimiser state."""
+        """Everything needed to resume exactly (networks and optimiser state)."""
         raise NotImplementedError
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what ``state_dict`` returned."""
+        """Restore what ``state_dict`` returned (an acting-only policy ignores the optimiser state)."""
         raise NotImplementedError
+
+    def actor_state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights acting needs, alone (default: the whole ``state_dict``)."""
+        return self.state_dict()
+
+    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Load what ``actor_state_dict`` returned."""
+        self.load_state_dict(state)

@@ -65,6 +65,7 @@ class ActorCritic(nn.Module):
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out_dim,), float(init_log_std)))
         self.shared = shared
+        self._obs_ndim = len(observation_space.shape)
         self._activation = _FUNCTIONS[activation]
         self._cache_layers()
 
@@ -84,6 +85,8 @@ class ActorCritic(nn.Module):
         return result
 
     def _trunk(self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
+        if self._obs_ndim != 1:  # observations of any shape enter the MLP flattened
+            x = x.unsqueeze(-1) if self._obs_ndim == 0 else x.flatten(-self._obs_ndim)
         for weight, bias in layers:
             x = self._activation(F.linear(x, weight, bias))
         return x
@@ -101,6 +104,11 @@ class ActorCritic(nn.Module):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``(...)``."""
         return F.linear(self._trunk(self._critic_layers, obs), *self._value_head).squeeze(-1)
+
+    def actor_parameters(self) -> dict[str, torch.Tensor]:
+        """The parameters acting needs (actor trunk, policy head, log-std), by their state_dict names."""
+        prefixes = ("actor_trunk.", "policy_head.", "log_std")
+        return {name: p for name, p in self.named_parameters() if name.startswith(prefixes)}
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]:
         """``(policy_output(obs), value(obs))``; a shared trunk runs once."""

@@ -74,9 +74,10 @@ class FlatOptimizer:
     @torch.no_grad()
     def clip_grad_norm(self, max_norm: float) -> float:
         """Scale gradients so that their global L2 norm is at most ``max_norm`` (as ``clip_grad_norm_``);
-        returns the norm before clipping."""
+        returns the norm before clipping. ``max_norm <= 0`` disables clipping (the norm is still returned)."""
         norm = torch.linalg.vector_norm(self.grad)
-        self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        if max_norm > 0:
+            self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
         return float(norm)
 
     @torch.no_grad()

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import torch
 
+from ..data import Rollout
 from ..rl_utils import ppo_data, ppo_data_continuous, ppo_error, ppo_error_continuous
-from .actor_critic import OnPolicyActorCritic
-from .base import Rollout, normalize_advantage
+from .actor_critic import ActorCriticPolicy, normalize_advantage
+from .base import LearnContext
 
 
-class PPOPolicy(OnPolicyActorCritic):
-    """Proximal Policy Optimization for Discrete and Box action spaces."""
+class PPOPolicy(ActorCriticPolicy):
+    """Proximal Policy Optimization for Discrete and Box action spaces.
+
+    Runs serially (``serial_onpolicy``) and, unchanged, on data-parallel pipelines: the number of minibatches
+    and the target-KL early stop are decided through ``ctx`` so that every learner takes the same steps.
+    """
 
     default_config: ClassVar[dict[str, Any]] = {
-        **OnPolicyActorCritic.common_config,
+        **ActorCriticPolicy.common_config,
         "clip_ratio": 0.2,
         "anneal_clip": False,
         "value_clip": False,
@@ -24,30 +30,37 @@ class PPOPolicy(OnPolicyActorCritic):
         "minibatch_size": 64,
         "target_kl": None,
     }
-    config_ranges: ClassVar[dict[str, tuple[float | None, float | None]]] = {
-        **OnPolicyActorCritic.config_ranges,
+    config_ranges: ClassVar[dict[str, Any]] = {
+        **ActorCriticPolicy.config_ranges,
         "clip_ratio": (0.0, 1.0),
-        "epochs": (1, None),
+        "epochs": (1, 10_000),
         "minibatch_size": (1, None),
         "dual_clip": (1.0, None),  # None (off) is allowed; a number must be a number (> 1 in ppo_error)
         "target_kl": (0.0, None),
     }
 
-    def learn(self, batch: Rollout, progress: float) -> dict[str, float]:
+    def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:
         cfg = self.cfg
-        samples = batch.valid_samples()
+        samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
         obs, action, behaviour = samples.obs, samples.action, samples.policy_output
         value_old, advantage, returns = samples.value, samples.advantage, samples.returns
-        lr = self._set_learning_rate(progress)
-        clip = cfg.clip_ratio * (1.0 - progress if cfg.anneal_clip else 1.0)
+        lr = self.update_learning_rate(ctx)
+        clip = cfg.clip_ratio * (1.0 - ctx.progress if cfg.anneal_clip else 1.0)
         clip = max(clip, 1e-8)
         count = obs.shape[0]
+        # Every learner runs the same number of minibatches (data-parallel learners may hold different counts).
+        minibatches = ctx.min(math.ceil(count / cfg.minibatch_size))
+        if minibatches == 0:  # only autoreset steps (possible with tiny rollouts): nothing to learn from
+            return {"learning_rate": lr, "updates": 0.0}
         totals = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
         updates, stop = 0, False
         for _ in range(cfg.epochs):
-            order = torch.randperm(count)
-            for start in range(0, count, cfg.minibatch_size):
-                index = order[start : start + cfg.minibatch_size]
+            order = torch.randperm(count, device=obs.device)
+            if minibatches * cfg.minibatch_size >= count:
+                chunks = order.split(cfg.minibatch_size)
+            else:
+                chunks = order.tensor_split(minibatches)
+            for index in chunks:
                 adv = advantage[index]
                 if cfg.normalize_advantage:
                     adv = normalize_advantage(adv)
@@ -62,14 +75,14 @@ class PPOPolicy(OnPolicyActorCritic):
                     )
                     loss, info = ppo_error_continuous(data, clip, cfg.value_clip, cfg.dual_clip)
                 total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
-                self._step(total)
+                self.optimizer_step(total, ctx)
                 updates += 1
                 totals["policy_loss"] += loss.policy_loss.item()
                 totals["value_loss"] += loss.value_loss.item()
                 totals["entropy"] += loss.entropy_loss.item()
                 totals["approx_kl"] += info.approx_kl
                 totals["clipfrac"] += info.clipfrac
-                if cfg.target_kl is not None and info.approx_kl > 1.5 * cfg.target_kl:
+                if cfg.target_kl is not None and ctx.mean(info.approx_kl) > 1.5 * cfg.target_kl:
                     stop = True
                     break
             if stop:

@@ -1,0 +1,238 @@
+"""``VectorCollector``: a vector env with its wrappers, stepped for a policy into rollouts or replay transitions.
+
+The collector owns the env side of a run: the NEXT_STEP-autoreset vector env and its wrappers (finite checks,
+episode statistics, observation and reward normalisation), the current observation and which sub-envs reset at
+the next step. It never changes weights: it only calls ``policy.collect``. Its ``state_dict`` holds a pickled
+snapshot of the whole vector env (episodes in progress, env RNGs, normaliser statistics), so that a resumed run
+continues the very same episodes.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from easydict import EasyDict
+
+from ..data import Rollout, Transitions
+from ..envs import make_vector_env, wrap_vector_env
+from ..envs.wrappers import EpisodeStats, NormalizeObservation, NormalizeReward
+from ..errors import ConfigError
+from ..policies.base import Policy
+from .process import derive_seed
+
+
+def _find_wrapper(venv: Any, kind: type) -> Any:
+    while venv is not None:
+        if isinstance(venv, kind):
+            return venv
+        venv = getattr(venv, "env", None)
+    return None
+
+
+def _float32(obs: Any) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(obs, dtype=np.float32))
+
+
+class VectorCollector:
+    """Steps ``num_envs`` copies of an env for a policy.
+
+    Arguments:
+        env_id, num_envs, seed: what to build (see ``zoo.envs.make_vector_env``); ``seed`` seeds the env and
+            its action space.
+        vector_mode, env_kwargs, max_episode_steps: passed to ``make_vector_env``.
+        normalize_obs, normalize_reward, reward_gamma, clip_obs, clip_reward: the normalisation wrappers
+            (``reward_gamma`` is the discount of the return whose std scales rewards).
+    Attributes:
+        venv: the wrapped vector env; obs: the current observation (None before the first step);
+        pending_reset: which sub-envs autoreset at the next step (their next transition is not valid).
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int,
+        *,
+        vector_mode: str = "auto",
+        env_kwargs: dict[str, Any] | None = None,
+        max_episode_steps: int | None = None,
+        normalize_obs: bool = False,
+        normalize_reward: bool = False,
+        reward_gamma: float = 0.99,
+        clip_obs: float = 10.0,
+        clip_reward: float = 10.0,
+    ) -> None:
+        self.env_id = env_id
+        self.num_envs = num_envs
+        self.seed = seed
+        venv = make_vector_env(env_id, num_envs, seed=seed, mode=vector_mode, env_kwargs=env_kwargs,
+                               max_episode_steps=max_episode_steps)
+        venv, _ = wrap_vector_env(venv, normalize_obs, normalize_reward, reward_gamma, clip_obs, clip_reward,
+                                  check_finite=env_id)
+        self._attach(venv)
+        self.obs: np.ndarray | None = None
+        self.pending_reset = np.zeros(num_envs, dtype=bool)
+        self.resets = 0
+
+    @classmethod
+    def from_config(cls, cfg: EasyDict, seed: int, reward_gamma: float | None = None) -> VectorCollector:
+        """Build from a resolved config's ``env`` section and the pipeline keys ``num_envs``, ``vector_mode``,
+        ``normalize_obs``, ``normalize_reward``, ``clip_obs``, ``clip_reward``.
+
+        ``reward_gamma`` is required only with ``normalize_reward``; a missing one is a ConfigError.
+        """
+        pipe = cfg.pipeline
+        if pipe.normalize_reward and reward_gamma is None:
+            raise ConfigError(
+                f"pipeline.normalize_reward needs a discount and policy '{cfg.policy.type}' has no gamma: "
+                f"set pipeline.reward_gamma (e.g. 0.99)"
+            )
+        return cls(
+            cfg.env.id, pipe.num_envs, seed, vector_mode=pipe.vector_mode, env_kwargs=dict(cfg.env.kwargs),
+            max_episode_steps=cfg.env.max_episode_steps, normalize_obs=pipe.normalize_obs,
+            normalize_reward=pipe.normalize_reward, reward_gamma=0.99 if reward_gamma is None else reward_gamma,
+            clip_obs=pipe.clip_obs, clip_reward=pipe.clip_reward,
+        )
+
+    def _attach(self, venv: Any) -> None:
+        self.venv = venv
+        self.stats: EpisodeStats = _find_wrapper(venv, EpisodeStats)
+        self.obs_normalizer: NormalizeObservation | None = _find_wrapper(venv, NormalizeObservation)
+        self.reward_normalizer: NormalizeReward | None = _find_wrapper(venv, NormalizeReward)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """One sub-env's observation space (after normalisation, if any)."""
+        return self.venv.single_observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        """One sub-env's action space."""
+        return self.venv.single_action_space
+
+    def start(self) -> None:
+        """Reset every sub-env, unless episodes are already in progress (a started or restored collector)."""
+        if self.obs is None:
+            # The first reset uses the construction seed; later full resets (after restoring a collector whose
+            # env could not be pickled) get their own derived seeds.
+            seed = self.seed if self.resets == 0 else derive_seed(self.seed, self.resets)
+            self.obs, _ = self.venv.reset(seed=seed)
+            self.pending_reset = np.zeros(self.num_envs, dtype=bool)
+            self.resets += 1
+
+    def rollout(self, policy: Policy, steps: int) -> Rollout:
+        """``steps`` steps of every sub-env with ``policy.collect``; the rollout is on ``policy.device``."""
+        self.start()
+        obs, pending = self.obs, self.pending_reset
+        envs = self.num_envs
+        obs_buf = torch.empty((steps, envs, *np.shape(obs)[1:]), dtype=torch.float32)
+        reward = np.empty((steps, envs), dtype=np.float32)
+        terminated = np.empty((steps, envs), dtype=bool)
+        truncated = np.empty((steps, envs), dtype=bool)
+        valid = np.empty((steps, envs), dtype=bool)
+        outputs = []
+        device = policy.device
+        for t in range(steps):
+            obs_tensor = _float32(obs)
+            obs_buf[t] = obs_tensor
+            out = policy.collect(obs_tensor.to(device))
+            outputs.append(out)
+            obs, reward[t], terminated[t], truncated[t], _ = self.venv.step(out.action)
+            valid[t] = ~pending
+            pending = terminated[t] | truncated[t]
+        self.obs, self.pending_reset = obs, pending
+        actions = [torch.as_tensor(o.action) if o.raw_action is None else o.raw_action for o in outputs]
+        extras = {name: torch.stack([o.extras[name] for o in outputs]) for name in outputs[0].extras}
+        rollout = Rollout(
+            obs=obs_buf, action=torch.stack(actions), reward=torch.from_numpy(reward),
+            terminated=torch.from_numpy(terminated), truncated=torch.from_numpy(truncated),
+            valid=torch.from_numpy(valid), last_obs=_float32(obs), extras=extras,
+        )
+        return rollout.to(device)
+
+    def transitions(self, policy: Policy | None, steps: int) -> Transitions:
+        """``steps`` steps of every sub-env as replay transitions; autoreset steps are not included.
+
+        ``policy=None`` takes uniformly random actions from the (seeded) action space, as before
+        ``learning_starts``. The stored action is the policy's raw action (or the env action when it has none);
+        ``next_obs`` of a transition that ended an episode is that episode's final observation.
+        """
+        self.start()
+        obs, pending = self.obs, self.pending_reset
+        parts: list[Transitions] = []
+        for _ in range(steps):
+            if policy is None:
+                env_action = self.venv.action_space.sample()
+                stored = np.asarray(env_action)
+            else:
+                out = policy.collect(_float32(obs).to(policy.device))
+                env_action = out.action
+                stored = np.asarray(out.action) if out.raw_action is None else out.raw_action.cpu().numpy()
+            next_obs, reward, terminated, truncated, _ = self.venv.step(env_action)
+            keep = ~pending
+            obs_array, next_array = np.asarray(obs), np.asarray(next_obs)
+            parts.append(Transitions(
+                obs=obs_array[keep], action=stored[keep], reward=np.asarray(reward, dtype=np.float32)[keep],
+                next_obs=next_array[keep], terminated=np.asarray(terminated)[keep],
+                truncated=np.asarray(truncated)[keep],
+            ))
+            pending = np.logical_or(terminated, truncated)
+            obs = next_obs
+        self.obs, self.pending_reset = obs, pending
+        return Transitions.concatenate(parts)
+
+    def pop_finished(self) -> list[tuple[float, int]]:
+        """``(return, length)`` of the episodes finished since the last call (raw rewards), oldest first."""
+        return self.stats.pop_finished()
+
+    def normalize_observation(self) -> Any:
+        """A function mapping raw observations to the policy's inputs with the current statistics (not updating
+        them), or None without observation normalisation: what evaluation applies."""
+        return None if self.obs_normalizer is None else self.obs_normalizer.normalize
+
+    def obs_normalizer_state(self) -> dict[str, Any] | None:
+        """The observation normaliser's state (statistics, clip, epsilon), or None: saved with the model."""
+        return None if self.obs_normalizer is None else self.obs_normalizer.state_dict()
+
+    # -- state --------------------------------------------------------------------------------------------
+    def _env_snapshot(self) -> bytes | None:
+        if self.obs is None:
+            return None
+        try:
+            return pickle.dumps((self.venv, self.obs, self.pending_reset))
+        except Exception:  # e.g. async workers: a resume then starts fresh episodes
+            return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The env snapshot (pickled bytes, or None), the normalisers' states and the reset count."""
+        return {
+            "env": self._env_snapshot(),
+            "obs_normalizer": self.obs_normalizer_state(),
+            "reward_normalizer": None if self.reward_normalizer is None else self.reward_normalizer.state_dict(),
+            "resets": self.resets,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` output. Unpickles the env snapshot: only for run directories you trust."""
+        if self.obs_normalizer is not None and state["obs_normalizer"] is not None:
+            self.obs_normalizer.load_state_dict(state["obs_normalizer"])
+        if self.reward_normalizer is not None and state["reward_normalizer"] is not None:
+            self.reward_normalizer.load_state_dict(state["reward_normalizer"])
+        self.resets = int(state["resets"])
+        if state["env"] is not None:
+            venv, obs, pending = pickle.loads(state["env"])
+            if getattr(venv, "num_envs", None) != self.num_envs:
+                raise ConfigError(f"the saved env has {venv.num_envs} sub-envs, the config {self.num_envs}")
+            self.venv.close()
+            self._attach(venv)
+            self.obs, self.pending_reset = obs, pending
+        else:
+            self.obs = None
+
+    def close(self) -> None:
+        """Close the vector env."""
+        self.venv.close()

@@ -1,0 +1,294 @@
+"""``TrainingLoop``: everything every pipeline shares; a pipeline adds one unit of collect-and-learn.
+
+Glossary (the loop levels, written once here):
+
+- env step: one transition of one sub-env; ``env_steps`` counts them over all sub-envs (and all workers).
+- iteration: one call of the pipeline's ``iterate`` (e.g. one rollout and the update from it); every iteration
+  writes exactly one metrics row.
+- update: one optimiser step, inside ``Policy.learn``; how many an iteration makes is the policy's business.
+
+The loop owns: per-process set-up (plugins, threads, seeds derived per rank and component), counters, the
+episode-statistics window (``pipeline.stats_window``), evaluation and checkpoint cadence, stop conditions
+(budget, ``stop_return``, signals; each passed through ``agree`` so that several processes decide together),
+metrics rows, progress, and save/restore composed from the components' ``state_dict``. A pipeline subclass
+implements ``build`` (make the policy and its components), ``iterate`` and, when it has any, ``components``.
+
+Resuming with a larger ``max_env_steps`` continues the schedule (``ctx.progress``) from where it was, without a
+jump, to 1 at the new budget; a run that had completed its schedule restarts it over the extension. A run that
+stopped because it reached ``stop_return`` does not stop again for the same target when extended.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from easydict import EasyDict
+
+from ..errors import NonFiniteError
+from ..policies.base import LearnContext, Policy
+from .evaluator import evaluate_policy
+from .process import component_seed, rng_state, set_rng_state, setup_process
+from .progress import Progress
+from .run_dir import CHECKPOINT_FORMAT, RunDirectory
+from .signals import StopSignals
+
+
+class TrainingLoop:
+    """Base class of every pipeline; see the module docstring. ``run`` trains and returns a summary."""
+
+    default_config: ClassVar[dict[str, Any]] = {
+        "max_env_steps": 1_000_000,
+        "stop_return": None,
+        "stats_window": 100,
+        "eval_every": 10,
+        "eval_episodes": 10,
+        "eval_step_limit": 100_000,
+        "checkpoint_every": 50,
+        "log_every_s": 2.0,
+    }
+    config_ranges: ClassVar[dict[str, Any]] = {
+        "max_env_steps": (1, None),
+        "stop_return": (None, None),  # None (off) or any finite number, never a string
+        "stats_window": (1, 1_000_000),
+        "eval_every": (0, None),
+        "eval_episodes": (1, 100_000),
+        "eval_step_limit": (1, None),
+        "checkpoint_every": (0, None),
+        "log_every_s": (0.0, None),
+    }
+    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    # Pipeline keys that a resumed run may not change (they shape the saved state).
+    frozen_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: EasyDict, rank: int = 0, world_size: int = 1) -> None:
+        self.cfg = cfg
+        self.rank, self.world_size = rank, world_size
+        self.seeds = setup_process(cfg, rank)
+        self.device = torch.device(cfg.device)
+        self.iteration = 0
+        self.env_steps = 0
+        self.episodes = 0
+        self.elapsed = 0.0
+        window = cfg.pipeline.stats_window
+        self.recent_returns: deque[float] = deque(maxlen=window)
+        self.recent_lengths: deque[int] = deque(maxlen=window)
+        # The schedule runs linearly from start_progress at start_steps to 1 at budget (see the module docstring).
+        self.schedule = {"start_steps": 0, "start_progress": 0.0, "budget": cfg.pipeline.max_env_steps}
+        self.reached_stop_return: float | None = None
+        self.saved_iteration: int | None = None
+        self.policy: Policy
+        self.build()
+
+    # -- what a pipeline implements -----------------------------------------------------------------------
+    def build(self) -> None:
+        """Create ``self.policy`` and the pipeline's components (collectors, buffers)."""
+        raise NotImplementedError
+
+    def iterate(self) -> dict[str, float]:
+        """One unit of collect-and-learn: advance ``self.env_steps``, report finished episodes with
+        ``record_episodes``, and return the update's metrics."""
+        raise NotImplementedError
+
+    def components(self) -> dict[str, Any]:
+        """Stateful parts besides the policy, by name (each with ``state_dict``/``load_state_dict``)."""
+        return {}
+
+    def separate_components(self) -> dict[str, Any]:
+        """Large stateful parts (a replay buffer), each saved in a file of its own beside the checkpoint."""
+        return {}
+
+    def observation_normalizer(self) -> Callable[[Any], np.ndarray] | None:
+        """The function evaluation applies to raw observations, or None (default)."""
+        return None
+
+    def observation_normalizer_state(self) -> dict[str, Any] | None:
+        """The saved form of ``observation_normalizer`` (read by ``zoo eval`` and ``zoo.load``), or None."""
+        return None
+
+    def agree(self, flag: bool) -> bool:
+        """A decision every process must share (stop, interrupt): the hook multi-process pipelines override."""
+        return flag
+
+    def close(self) -> None:
+        """Release the components' resources (envs, workers)."""
+        for component in self.components().values():
+            if hasattr(component, "close"):
+                component.close()
+
+    # -- helpers for pipelines ----------------------------------------------------------------------------
+    def record_episodes(self, episodes: list[tuple[float, int]]) -> None:
+        """Add finished episodes ``(return, length)`` to the statistics window."""
+        for episode_return, length in episodes:
+            self.recent_returns.append(episode_return)
+            self.recent_lengths.append(length)
+            self.episodes += 1
+
+    def progress(self) -> float:
+        """The schedule position in [0, 1] at the current ``env_steps``."""
+        start, start_progress, budget = (self.schedule[k] for k in ("start_steps", "start_progress", "budget"))
+        if budget <= start:
+            return 1.0
+        return min(start_progress + (1.0 - start_progress) * (self.env_steps - start) / (budget - start), 1.0)
+
+    def learn_context(self) -> LearnContext:
+        """The context for ``policy.learn`` at the current counters (serial: the hooks are no-ops)."""
+        return LearnContext(self.progress(), self.iteration, self.env_steps, self.rank, self.world_size)
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The whole consistent state of the run: policy, components, counters, statistics, RNGs."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "policy": self.policy.state_dict(),
+            "obs_normalizer": self.observation_normalizer_state(),
+            "components": {name: component.state_dict() for name, component in self.components().items()},
+            "loop": {
+                "iteration": self.iteration, "env_steps": self.env_steps, "episodes": self.episodes,
+                "elapsed": self.elapsed, "recent_returns": list(self.recent_returns),
+                "recent_lengths": list(self.recent_lengths), "schedule": dict(self.schedule),
+                "reached_stop_return": self.reached_stop_return,
+            },
+            "rng": rng_state(),
+            "metrics_rows": self.iteration,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` output; a changed budget re-anchors the schedule (see the module docstring)."""
+        self.policy.load_state_dict(state["policy"])
+        components = self.components()
+        missing = set(components) - set(state["components"])
+        if missing:
+            raise KeyError(f"the checkpoint has no state for {sorted(missing)}")
+        for name, component in components.items():
+            component.load_state_dict(state["components"][name])
+        for name, component in self.separate_components().items():
+            if name not in state.get("separate", {}):
+                raise KeyError(f"the checkpoint has no saved {name}")
+            component.load_state_dict(state["separate"][name])
+        loop = state["loop"]
+        self.iteration, self.env_steps, self.episodes = loop["iteration"], loop["env_steps"], loop["episodes"]
+        self.elapsed = loop["elapsed"]
+        self.recent_returns.clear()
+        self.recent_lengths.clear()
+        self.recent_returns.extend(loop["recent_returns"])
+        self.recent_lengths.extend(loop["recent_lengths"])
+        self.schedule = dict(loop["schedule"])
+        self.reached_stop_return = loop["reached_stop_return"]
+        budget = self.cfg.pipeline.max_env_steps
+        if budget != self.schedule["budget"]:
+            reached = self.progress()
+            self.schedule = {"start_steps": self.env_steps, "start_progress": 0.0 if reached >= 1.0 else reached,
+                             "budget": budget}
+        set_rng_state(state["rng"])
+        self.saved_iteration = self.iteration
+
+    def save(self, run_dir: RunDirectory, final: bool = False) -> None:
+        """Write the checkpoint (and, when ``final``, model.pt); only rank 0 writes files."""
+        if self.rank != 0:
+            return
+        state = self.state_dict()
+        run_dir.save_checkpoint(state, {name: component.state_dict()
+                                        for name, component in self.separate_components().items()})
+        if final:
+            run_dir.save_model({"format": CHECKPOINT_FORMAT, "policy": state["policy"],
+                                "obs_normalizer": state["obs_normalizer"]})
+        self.saved_iteration = self.iteration
+
+    # -- the loop -----------------------------------------------------------------------------------------
+    def _stop_target(self) -> float | None:
+        target = self.cfg.pipeline.stop_return
+        return None if target is None or target == self.reached_stop_return else target
+
+    def _solved(self) -> bool:
+        target = self._stop_target()
+        window = self.recent_returns
+        return target is not None and len(window) == window.maxlen and float(np.mean(window)) >= target
+
+    def _row(self, metrics: dict[str, float]) -> dict[str, Any]:
+        for key, value in metrics.items():
+            if not math.isfinite(float(value)):
+                raise NonFiniteError(f"the metric '{key}' is {value}")
+        row = {
+            "iteration": self.iteration, "env_steps": self.env_steps, "wall_time": round(self.elapsed, 4),
+            "sps": round(self.env_steps / max(self.elapsed, 1e-9), 1), "episodes": self.episodes,
+            "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
+            "episode_length_mean": float(np.mean(self.recent_lengths)) if self.recent_lengths else None,
+            "eval_return_mean": None, "eval_return_std": None,
+        }
+        row.update({key: float(value) for key, value in metrics.items()})
+        return row
+
+    def evaluate(self, episodes: int, seed: int) -> list[float]:
+        """Deterministic returns of ``episodes`` episodes of the current policy on fresh envs."""
+        cfg = self.cfg
+        return evaluate_policy(
+            self.policy, cfg.env.id, episodes, seed, env_kwargs=dict(cfg.env.kwargs),
+            max_episode_steps=cfg.env.max_episode_steps, normalize_obs=self.observation_normalizer(),
+            vector_mode=cfg.pipeline.get("vector_mode", "auto"), step_limit=cfg.pipeline.eval_step_limit,
+        )
+
+    def summary(self, reason: str) -> dict[str, Any]:
+        """What ``run`` returns: why it stopped, the counters and the recent training return."""
+        return {
+            "reason": reason, "iteration": self.iteration, "env_steps": self.env_steps, "wall_time": self.elapsed,
+            "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
+        }
+
+    def run(self, run_dir: RunDirectory, resumed: bool = False) -> dict[str, Any]:
+        """Train until the budget, ``stop_return`` or a stop signal; save; return the summary.
+
+        The summary's ``reason`` is ``max_env_steps``, ``stop_return`` or ``interrupted`` (with ``exit_code``
+        128 + signal). A non-finite loss, gradient or env output raises NonFiniteError naming the iteration;
+        the checkpoint on disk is then the last consistent one.
+        """
+        pipe = self.cfg.pipeline
+        primary = self.rank == 0
+        progress = Progress(pipe.max_env_steps, pipe.log_every_s) if primary else None
+        if not resumed:
+            self.save(run_dir)  # a run killed at once can still be resumed
+        start = time.perf_counter() - self.elapsed
+        reason, current = None, self.iteration + 1
+        with StopSignals() as signals:
+            try:
+                while reason is None:
+                    if self.agree(self.env_steps >= pipe.max_env_steps):
+                        reason = "max_env_steps"
+                        break
+                    current = self.iteration + 1
+                    metrics = self.iterate()
+                    self.iteration = current
+                    self.elapsed = time.perf_counter() - start
+                    row = self._row(metrics)
+                    if primary and pipe.eval_every and self.iteration % pipe.eval_every == 0:
+                        seed = component_seed(self.cfg.seed, self.rank, "eval", self.iteration)
+                        returns = self.evaluate(pipe.eval_episodes, seed)
+                        row.update(eval_return_mean=float(np.mean(returns)), eval_return_std=float(np.std(returns)))
+                    if primary:
+                        run_dir.append_metrics(row)
+                        progress.update(self.env_steps, row)
+                    if self.agree(self._solved()):
+                        reason, self.reached_stop_return = "stop_return", pipe.stop_return
+                    elif self.agree(signals.received is not None):
+                        reason = "interrupted"
+                    elif pipe.checkpoint_every and self.iteration % pipe.checkpoint_every == 0:
+                        self.save(run_dir)
+            except NonFiniteError as exc:
+                saved = "none" if self.saved_iteration is None else f"iteration {self.saved_iteration}"
+                raise NonFiniteError(
+                    f"stopped at iteration {current}: {exc}; the last checkpoint ({saved}) is kept: "
+                    f"lower policy.learning_rate or check the env's rewards and observations"
+                ) from None
+            finally:
+                if progress is not None:
+                    progress.close()
+        self.save(run_dir, final=reason != "interrupted")
+        summary = self.summary(reason)
+        if reason == "interrupted":
+            summary["exit_code"] = signals.exit_code
+        return summary

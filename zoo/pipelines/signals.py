@@ -1,0 +1,55 @@
+"""Stop requests from signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP (what SLURM and Kubernetes send).
+
+A signal does not interrupt the iteration in progress: the loop finishes it (rollout, update, metrics row),
+saves that consistent state and exits with the conventional code 128 + signal number, so a resumed run continues
+exactly as if it had never stopped. A second Ctrl-C stops at once without saving (the previous checkpoint stays
+intact, as checkpoints are written atomically).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from types import FrameType, TracebackType
+from typing import Any
+
+_CATCH = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class StopSignals:
+    """Context manager: while active, ``received`` holds the first stop signal's number (None until then).
+
+    Handlers are installed only in the main thread (Python delivers signals there); elsewhere it does nothing.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in _CATCH:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is not None:
+            if signum == signal.SIGINT:  # a second Ctrl-C: stop now, keep the last checkpoint
+                raise KeyboardInterrupt
+            return
+        self.received = signum
+        print(f"zoo: {signal.Signals(signum).name} received: saving after the current iteration "
+              f"(Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the received signal's number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP); 0 if none."""
+        return 0 if self.received is None else 128 + int(self.received)
