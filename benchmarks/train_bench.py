@@ -27,7 +27,6 @@ sys.path.insert(0, str(ROOT))
 from zoo.config import load_config_file  # noqa: E402
 from zoo.envs import make_vector_env  # noqa: E402
 from zoo.experiment import resolve_config, train  # noqa: E402
-from zoo.pipelines.run_dir import RunDirectory  # noqa: E402
 from zoo.pipelines.serial_onpolicy import SerialOnPolicyPipeline  # noqa: E402
 
 TARGET = 475.0
@@ -81,16 +80,17 @@ def sb3_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
 def collection_sps(algo: str, steps: int = 40_000) -> tuple[float, int]:
     """zoo's collector alone (policy forward + sampling + env step + rollout buffers), with the config's envs."""
     cfg = resolve_config(load_config_file(ROOT / "configs" / f"{algo}_cartpole.py"))
-    with tempfile.TemporaryDirectory() as runs:
-        pipeline = SerialOnPolicyPipeline(cfg, RunDirectory(Path(runs)))
-        obs, _ = pipeline.venv.reset(seed=0)
-        pending = np.zeros(cfg.pipeline.num_envs, dtype=bool)
-        per_rollout = cfg.pipeline.num_envs * cfg.pipeline.rollout_steps
-        _, obs, pending = pipeline._collect(obs, pending)  # warm-up
+    pipeline = SerialOnPolicyPipeline(cfg)
+    try:
+        collector, steps_per_rollout = pipeline.collector, cfg.pipeline.rollout_steps
+        per_rollout = cfg.pipeline.num_envs * steps_per_rollout
+        collector.rollout(pipeline.policy, steps_per_rollout)  # warm-up
         start = time.perf_counter()
         for _ in range(max(steps // per_rollout, 1)):
-            _, obs, pending = pipeline._collect(obs, pending)
+            collector.rollout(pipeline.policy, steps_per_rollout)
         elapsed = time.perf_counter() - start
+    finally:
+        pipeline.close()
     return max(steps // per_rollout, 1) * per_rollout / elapsed, cfg.pipeline.num_envs
 
 
