@@ -131,3 +131,41 @@ def test_training_on_cuda_reaches_learn_and_evaluates(tmp_path):
     assert summary["env_steps"] == 192
     agent = zoo.load(summary["run_dir"], device="cuda")
     assert agent.predict(np.zeros(3, dtype=np.float32)).shape == (1,)
+
+
+SPAWNED_MODULE = '''
+from zoo.registry import ENV_REGISTRY
+
+
+def factory():
+    import gymnasium
+    return gymnasium.make("CartPole-v1")
+
+
+ENV_REGISTRY.register("spawn_test_env", factory)
+'''
+
+
+def _registered_in_fresh_process(cfg: dict, queue) -> None:
+    from easydict import EasyDict
+
+    from zoo.pipelines.process import setup_process
+    from zoo.registry import ENV_REGISTRY, POLICY_REGISTRY
+
+    seeds = setup_process(EasyDict(cfg), rank=1)
+    queue.put(("spawn_test_env" in ENV_REGISTRY, "ppo" in POLICY_REGISTRY, seeds["env"]))
+
+
+def test_a_spawned_process_loads_plugins_and_import_names_again(tmp_path):
+    import multiprocessing
+
+    (tmp_path / "spawned_module.py").write_text(SPAWNED_MODULE)
+    cfg = resolve_config({"policy": {"type": "ppo"}, "import_names": ["spawned_module"],
+                          "import_paths": [str(tmp_path)]})
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_registered_in_fresh_process, args=(dict(cfg), queue))
+    process.start()
+    env_registered, builtins_loaded, env_seed = queue.get(timeout=120)
+    process.join(timeout=60)
+    assert env_registered and builtins_loaded and env_seed == component_seed(cfg.seed, 1, "env")
