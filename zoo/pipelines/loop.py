@@ -240,7 +240,7 @@ class TrainingLoop:
             "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
         }
 
-    def run(self, run_dir: RunDirectory, resumed: bool = False) -> dict[str, Any]:
+    def run(self, run_dir: RunDirectory) -> dict[str, Any]:
         """Train until the budget, ``stop_return`` or a stop signal; save; return the summary.
 
         The summary's ``reason`` is ``max_env_steps``, ``stop_return`` or ``interrupted`` (with ``exit_code``
@@ -250,7 +250,7 @@ class TrainingLoop:
         pipe = self.cfg.pipeline
         primary = self.rank == 0
         progress = Progress(pipe.max_env_steps, pipe.log_every_s) if primary else None
-        if not resumed:
+        if self.saved_iteration is None:
             self.save(run_dir)  # a run killed at once can still be resumed
         start = time.perf_counter() - self.elapsed
         reason, current = None, self.iteration + 1
