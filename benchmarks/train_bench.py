@@ -1,7 +1,12 @@
-"""Wall-clock time to solve CartPole-v1 (100-episode training mean >= 475): zoo vs Stable-Baselines3, one run.
+"""Wall-clock time to train, zoo vs Stable-Baselines3, measured side by side in one run.
+
+- ppo, a2c: time to solve CartPole-v1 (100-episode training mean >= 475).
+- sac: a whole 20k-step Pendulum-v1 run, zoo's configs/sac_ace_pendulum.py (one update per env step) vs SB3 SAC
+  with the rl-zoo settings (learning rate 1e-3, everything else SB3's defaults), with each one's 10-episode
+  deterministic eval mean at the end.
 
 Usage:
-    python benchmarks/train_bench.py [--algos ppo a2c] [--seeds 0 1 2]
+    python benchmarks/train_bench.py [--algos ppo a2c sac] [--seeds 0 1 2]
 
 Stable-Baselines3 is optional (never a zoo dependency): when importable, it trains with the rl-zoo
 hyper-parameters for CartPole-v1 and stops at the same criterion, in the same process, one torch thread each.
@@ -12,6 +17,7 @@ raw vector env stepped with random actions.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -77,6 +83,35 @@ def sb3_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
     return time.perf_counter() - start, model.num_timesteps, callback.solved
 
 
+def zoo_sac(seed: int) -> tuple[float, float]:
+    """Wall-clock of zoo's whole 20k-step SAC-ACE Pendulum run (set-up included) and its final eval mean."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as runs:
+        summary = train(ROOT / "configs" / "sac_ace_pendulum.py", [f"runs_dir={runs}", f"seed={seed}",
+                                                                 "pipeline.log_every_s=1000"])
+        rows = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
+    elapsed = time.perf_counter() - start
+    return elapsed, json.loads(rows[-1])["eval_return_mean"]
+
+
+def sb3_sac(seed: int) -> tuple[float, float] | None:
+    """SB3 SAC, rl-zoo's Pendulum-v1 settings, 20k steps: wall-clock (set-up included) and a 10-episode eval."""
+    try:
+        import gymnasium as gym
+        from stable_baselines3 import SAC
+        from stable_baselines3.common.evaluation import evaluate_policy
+        from stable_baselines3.common.logger import Logger
+    except ImportError:
+        return None
+    start = time.perf_counter()
+    model = SAC("MlpPolicy", "Pendulum-v1", learning_rate=1e-3, seed=seed, device="cpu", verbose=0)
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    model.learn(total_timesteps=20_000)
+    elapsed = time.perf_counter() - start
+    mean, _ = evaluate_policy(model, gym.make("Pendulum-v1"), n_eval_episodes=10, deterministic=True)
+    return elapsed, float(mean)
+
+
 def collection_sps(algo: str, steps: int = 40_000) -> tuple[float, int]:
     """zoo's collector alone (policy forward + sampling + env step + rollout buffers), with the config's envs."""
     cfg = resolve_config(load_config_file(ROOT / "configs" / f"{algo}_cartpole.py"))
@@ -106,14 +141,15 @@ def raw_env_sps(steps: int = 40_000, num_envs: int = 8) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algos", nargs="+", default=["ppo", "a2c"], choices=["ppo", "a2c"])
+    parser.add_argument("--algos", nargs="+", default=["ppo", "a2c", "sac"], choices=["ppo", "a2c", "sac"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(f"{'algo':<5} {'seed':>4} {'zoo s':>8} {'zoo steps':>10} {'zoo sps':>8} {'sb3 s':>8} {'sb3 steps':>10} "
           f"{'sb3 sps':>8} {'zoo/sb3':>8}")
-    for algo in args.algos:
+    on_policy = [algo for algo in args.algos if algo != "sac"]
+    for algo in on_policy:
         for seed in args.seeds:
             zoo_s, zoo_steps, zoo_ok = zoo_time(algo, seed)
             sb3 = sb3_time(algo, seed)
@@ -125,7 +161,17 @@ def main() -> None:
             zoo_text = f"{zoo_s:8.1f}{'' if zoo_ok else '*'} {zoo_steps:>10,d} {zoo_steps / zoo_s:8,.0f}"
             print(f"{algo:<5} {seed:>4} {zoo_text} {sb3_text} {ratio:>8}")
     print("(* = did not reach the target within the budget)\n")
-    for algo in args.algos:
+    if "sac" in args.algos:
+        print(f"{'sac 20k Pendulum':<17} {'seed':>4} {'zoo s':>8} {'zoo eval':>9} {'sb3 s':>8} {'sb3 eval':>9} "
+              f"{'zoo/sb3':>8}")
+        for seed in args.seeds:
+            zoo_s, zoo_eval = zoo_sac(seed)
+            sb3 = sb3_sac(seed)
+            sb3_text = f"{'n/a':>8} {'n/a':>9} {'n/a':>8}" if sb3 is None else (
+                f"{sb3[0]:8.1f} {sb3[1]:9.1f} {zoo_s / sb3[0]:8.2f}")
+            print(f"{'sac_ace / SAC':<17} {seed:>4} {zoo_s:8.1f} {zoo_eval:9.1f} {sb3_text}")
+        print()
+    for algo in on_policy:
         collect, num_envs = collection_sps(algo)
         raw = raw_env_sps(num_envs=num_envs)
         print(f"{algo}: zoo collection {collect:,.0f} steps/s = {collect / raw:.0%} of the raw CartPole-v1 vector env "

@@ -1,12 +1,13 @@
-"""One learning test per algorithm: its CartPole config, seed 0, one thread, until the config's stop criterion.
+"""One learning test per algorithm: its config, seed 0, one thread, a budget every tested seed clears.
 
-Random play on CartPole-v1 scores ~22. Each test asserts what every tested seed reached: the 100-episode training
-mean of 475 (``stop_return``) within the config's budget. Measured with the seeds derived by zoo.pipelines.process
-(seeds 0-7): PPO solved in 69k-144k env steps (budget 200k), A2C in 107k-256k (budget 500k).
+Random play on CartPole-v1 scores ~22. Each CartPole test asserts what every tested seed reached: the 100-episode
+training mean of 475 (``stop_return``) within the config's budget. Measured with the seeds derived by
+zoo.pipelines.process (seeds 0-7): PPO solved in 69k-144k env steps (budget 200k), A2C in 107k-256k (budget 500k).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,13 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 def test_learns_cartpole_to_its_stop_return(tmp_path, config):
     summary = train(CONFIGS / config, [f"runs_dir={tmp_path}", "seed=0", "torch_threads=1"])
     assert summary["reason"] == "stop_return" and summary["episode_return_mean"] >= 475.0, summary
+
+
+@pytest.mark.parametrize("config", ["sac_pendulum.py", "sac_ace_pendulum.py"])
+def test_sac_learns_pendulum_in_8k_steps(tmp_path, config):
+    # Seeds 0-3 evaluated -142..-158 (sac) and seeds 0-1 -142..-143 (sac_ace) at 8k env steps; random play ~-1200.
+    summary = train(CONFIGS / config, [f"runs_dir={tmp_path}", "seed=0", "torch_threads=1",
+                                       "pipeline.max_env_steps=8000"])
+    rows = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
+    last = json.loads(rows[-1])
+    assert last["env_steps"] == 8000 and last["eval_return_mean"] >= -200.0, last

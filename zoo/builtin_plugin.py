@@ -10,14 +10,17 @@ from .hookspecs import hookimpl
 
 @hookimpl
 def register_policies(register: Callable[[str, Any], Any]) -> None:
-    from .policies import A2CPolicy, PPOPolicy
+    from .policies import A2CPolicy, PPOPolicy, SACACEPolicy, SACPolicy
 
     register("a2c", A2CPolicy)
     register("ppo", PPOPolicy)
+    register("sac", SACPolicy)
+    register("sac_ace", SACACEPolicy)
 
 
 @hookimpl
 def register_pipelines(register: Callable[[str, Any], Any]) -> None:
-    from .pipelines import SerialOnPolicyPipeline
+    from .pipelines import SerialOffPolicyPipeline, SerialOnPolicyPipeline
 
     register("serial_onpolicy", SerialOnPolicyPipeline)
+    register("serial_offpolicy", SerialOffPolicyPipeline)

@@ -82,19 +82,20 @@ class ReplayBuffer:
         self.position = int((self.position + count) % self.capacity)
         self.size = min(self.size + count, self.capacity)
 
-    def _rows(self, rows: np.ndarray) -> Transitions:
+    def take(self, rows: np.ndarray) -> Transitions:
+        """The transitions at ``rows`` (indices into the filled part, ``0 <= row < len(self)``), as copies."""
         return Transitions(**{name: getattr(self, name)[rows] for name in _FIELDS})
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> Transitions:
         """``batch_size`` transitions drawn uniformly with replacement with ``rng`` (copies)."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        return self._rows(rng.integers(0, self.size, size=batch_size))
+        return self.take(rng.integers(0, self.size, size=batch_size))
 
     def recent(self, count: int) -> Transitions:
         """The newest ``min(count, len(self))`` transitions, oldest first (copies)."""
         count = min(int(count), self.size)
-        return self._rows((self.position - count + np.arange(count)) % self.capacity)
+        return self.take((self.position - count + np.arange(count)) % self.capacity)
 
     def state_dict(self) -> dict[str, Any]:
         """The filled rows in insertion order (numpy arrays) and the capacity; ``load_state_dict`` restores it."""

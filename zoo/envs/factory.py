@@ -88,10 +88,26 @@ def _one_line_construction_errors(env_id: str, kwargs: dict[str, Any]) -> Iterat
         yield
     except ZooError:
         raise
-    except gym.error.DependencyNotInstalled as exc:
-        raise ZooError(f"env '{env_id}' needs a package that is not installed: {exc}") from exc
+    except (gym.error.DependencyNotInstalled, ImportError) as exc:
+        raise _missing_package_error(env_id, exc) from exc
     except Exception as exc:
         raise _construction_error(env_id, kwargs, exc) from exc
+
+
+# Optional zoo extras that provide the packages of gymnasium's env families (by the entry point's module).
+_EXTRAS = {"gymnasium.envs.mujoco": "mujoco", "ale_py": "atari"}
+
+
+def _missing_package_error(env_id: str, exc: BaseException) -> ZooError:
+    """One line naming the missing package and the ``pip install`` that provides it."""
+    entry_point = ""
+    if env_id not in ENV_REGISTRY:
+        with contextlib.suppress(Exception):
+            entry_point = str(gym.spec(env_id).entry_point)
+    extra = next((name for prefix, name in _EXTRAS.items() if entry_point.startswith(prefix)), None)
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    fix = f"pip install 'zoo-rl[{extra}]'" if extra else "install the missing package"
+    return ZooError(f"env '{env_id}' needs a package that is not installed ({detail}): {fix}")
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:

@@ -2,6 +2,7 @@
 
 from .collector import VectorCollector
 from .loop import TrainingLoop
+from .serial_offpolicy import SerialOffPolicyPipeline
 from .serial_onpolicy import SerialOnPolicyPipeline
 
-__all__ = ["SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector"]
+__all__ = ["SerialOffPolicyPipeline", "SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector"]

@@ -116,8 +116,8 @@ class TrainingLoop:
         return flag
 
     def close(self) -> None:
-        """Release the components' resources (envs, workers)."""
-        for component in self.components().values():
+        """Release the policy's and the components' resources (envs, workers, background threads)."""
+        for component in [getattr(self, "policy", None), *self.components().values()]:
             if hasattr(component, "close"):
                 component.close()
 

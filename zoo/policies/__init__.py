@@ -9,6 +9,7 @@ from .a2c import A2CPolicy
 from .actor_critic import ActorCriticPolicy, normalize_advantage
 from .base import CollectOutput, LearnContext, Policy
 from .ppo import PPOPolicy
+from .sac import SACACEPolicy, SACPolicy
 
 __all__ = [
     "A2CPolicy",
@@ -18,6 +19,8 @@ __all__ = [
     "PPOPolicy",
     "Policy",
     "Rollout",
+    "SACACEPolicy",
+    "SACPolicy",
     "Samples",
     "Transitions",
     "Unroll",

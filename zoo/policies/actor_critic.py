@@ -31,7 +31,7 @@ import torch
 from easydict import EasyDict
 
 from ..data import Rollout
-from ..errors import ConfigError, NonFiniteError
+from ..errors import ConfigError
 from ..rl_utils import categorical_log_prob, gae, gae_data, gaussian_log_prob
 from ..sizes import check_parameter_memory
 from .base import CollectOutput, LearnContext, Policy
@@ -206,16 +206,7 @@ class ActorCriticPolicy(Policy):
         Returns the gradient norm before clipping. Raises ``NonFiniteError`` before the step, leaving the
         weights as they were, when the loss or the gradient is not finite.
         """
-        self.optimizer.zero_grad()
-        loss.backward()
-        ctx.sync_gradients(self.optimizer.grad)
-        grad_norm = self.optimizer.clip_grad_norm(self.cfg.max_grad_norm)
-        loss_value = loss.item()
-        if not (np.isfinite(grad_norm) and np.isfinite(loss_value)):
-            what = "gradient" if np.isfinite(loss_value) else "loss"
-            raise NonFiniteError(f"the {what} is not finite (loss {loss_value}, gradient norm {grad_norm})")
-        self.optimizer.step()
-        return grad_norm
+        return self.optimizer.backward_and_step(loss, self.cfg.max_grad_norm, ctx.sync_gradients)
 
     # -- state --------------------------------------------------------------------------------------------
     def __deepcopy__(self, memo: dict[int, Any]) -> ActorCriticPolicy:

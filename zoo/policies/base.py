@@ -14,13 +14,13 @@ writes files (the pipeline does). What a pipeline calls, in order:
    stacks into ``Rollout.extras`` under the same names. ``obs`` is a float32 tensor on ``self.device``.
 4. On-policy pipelines then call ``process_rollout(rollout) -> Rollout``: the policy's own sample processing
    (GAE for actor-critics, as DI-engine's ``_get_train_sample``). The default returns the rollout unchanged.
-5. ``learn(batch, ctx) -> dict[str, float]``: one update from a batch on ``self.device`` (a ``Rollout`` for
-   on-policy pipelines, sampled ``Transitions`` tensors for off-policy ones, an ``Unroll`` for actor-learner
-   ones), returning finite metrics for the metrics file. ``ctx`` (``LearnContext``) carries the progress for
-   schedules and the hooks that keep several data-parallel learners identical: call
-   ``ctx.sync_gradients(grad)`` between backward and the optimiser step, and take every decision that must
-   agree across learners (number of minibatches, early stops) through ``ctx.mean``/``ctx.min``/``ctx.any``.
-   Serially these are no-ops.
+5. ``learn(batch, ctx) -> dict[str, float]``: learning from a batch (a ``Rollout`` on ``self.device`` for
+   on-policy pipelines; the ``ReplayBuffer`` for off-policy ones, from which the policy samples ``ctx.updates``
+   minibatches itself; an ``Unroll`` for actor-learner ones), returning finite metrics for the metrics file.
+   ``ctx`` (``LearnContext``) carries the progress for schedules and the hooks that keep several data-parallel
+   learners identical: call ``ctx.sync_gradients(grad)`` between backward and the optimiser step, and take
+   every decision that must agree across learners (number of minibatches, early stops) through ``ctx.mean``,
+   ``ctx.min`` or ``ctx.any``. Serially these are no-ops.
 6. ``evaluate(obs) -> actions``: deterministic actions for evaluation, ``zoo eval`` and ``zoo.load``.
 7. ``state_dict()``/``load_state_dict()``: everything needed to resume exactly (networks, optimiser, and any
    counters the policy keeps); ``actor_state_dict()``/``load_actor_state_dict()``: only what acting needs,
@@ -70,18 +70,22 @@ class LearnContext:
         iteration: iterations completed before this one; env_steps: env steps collected so far, this
             iteration's included.
         rank, world_size: this learner's rank among ``world_size`` data-parallel learners (0 and 1 serially).
+        updates: how many gradient updates the pipeline asks for in this call (off-policy pipelines pass their
+            ``gradient_steps``; on-policy policies decide themselves and ignore it).
 
     The methods are the hooks a multi-process pipeline overrides; serially they return their input.
     """
 
     def __init__(
-        self, progress: float = 0.0, iteration: int = 0, env_steps: int = 0, rank: int = 0, world_size: int = 1
+        self, progress: float = 0.0, iteration: int = 0, env_steps: int = 0, rank: int = 0, world_size: int = 1,
+        updates: int = 1,
     ) -> None:
         self.progress = progress
         self.iteration = iteration
         self.env_steps = env_steps
         self.rank = rank
         self.world_size = world_size
+        self.updates = updates
 
     def sync_gradients(self, grad: torch.Tensor) -> None:
         """Make ``grad`` (a flat gradient buffer) the average over all learners, in place. Serially: nothing."""

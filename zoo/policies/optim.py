@@ -13,12 +13,32 @@ The arithmetic follows ``torch.optim.Adam`` (``amsgrad=False``, no weight decay)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..errors import NonFiniteError
+
 FLAT_ALGORITHMS = ("adam", "rmsprop")
+
+
+def flatten_parameters(module: nn.Module) -> torch.Tensor:
+    """Move ``module``'s parameters into one new flat buffer (each parameter becomes a view of it); return it.
+
+    Operations on the buffer (a Polyak average, a reset) then act on every parameter at once.
+    """
+    params = list(module.parameters())
+    if len({(p.device, p.dtype) for p in params}) != 1:
+        raise ValueError("flat parameters need all parameters on one device with one dtype")
+    with torch.no_grad():
+        flat = torch.cat([p.detach().reshape(-1) for p in params])
+    offset = 0
+    for p in params:
+        p.data = flat[offset : offset + p.numel()].view_as(p)
+        offset += p.numel()
+    return flat
 
 
 class FlatOptimizer:
@@ -47,25 +67,46 @@ class FlatOptimizer:
     ) -> None:
         if algorithm not in FLAT_ALGORITHMS:
             raise ValueError(f"optimizer '{algorithm}' is unknown: use 'adam' or 'rmsprop'")
-        params = [p for p in module.parameters() if p.requires_grad]
-        if not params:
-            raise ValueError("the module has no trainable parameters")
-        if len({(p.device, p.dtype) for p in params}) != 1:
-            raise ValueError("FlatOptimizer needs all parameters on one device with one dtype")
+        params = list(module.parameters())
+        if not params or not all(p.requires_grad for p in params):
+            raise ValueError("the module must have parameters, all trainable")
         self.algorithm, self.lr, self.eps, self.betas, self.alpha = algorithm, lr, eps, betas, alpha
-        with torch.no_grad():
-            self.flat = torch.cat([p.detach().reshape(-1) for p in params])
+        self.flat = flatten_parameters(module)
         self.grad = torch.zeros_like(self.flat)
         offset = 0
         for p in params:
-            n = p.numel()
-            p.data = self.flat[offset : offset + n].view_as(p)
-            p.grad = self.grad[offset : offset + n].view_as(p)
-            offset += n
+            p.grad = self.grad[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
         self.steps = 0
         if algorithm == "adam":
             self.exp_avg = torch.zeros_like(self.flat)
         self.exp_avg_sq = torch.zeros_like(self.flat)
+
+    def reset_state(self) -> None:
+        """Forget the moment estimates and the step count (after the parameters were re-initialised)."""
+        self.steps = 0
+        self.exp_avg_sq.zero_()
+        if self.algorithm == "adam":
+            self.exp_avg.zero_()
+
+    def backward_and_step(
+        self, loss: torch.Tensor, max_grad_norm: float, sync: Callable[[torch.Tensor], None]
+    ) -> float:
+        """zero_grad, backward, ``sync(self.grad)`` (a data-parallel all-reduce), clip, step; returns the norm.
+
+        Raises NonFiniteError before the step, leaving the parameters as they were, when the loss or the
+        gradient is NaN or infinite.
+        """
+        self.zero_grad()
+        loss.backward()
+        sync(self.grad)
+        grad_norm = self.clip_grad_norm(max_grad_norm)
+        loss_value = loss.item()
+        if not (math.isfinite(grad_norm) and math.isfinite(loss_value)):
+            what = "gradient" if math.isfinite(loss_value) else "loss"
+            raise NonFiniteError(f"the {what} is not finite (loss {loss_value}, gradient norm {grad_norm})")
+        self.step()
+        return grad_norm
 
     def zero_grad(self) -> None:
         """Zero the flat gradient buffer (the parameters' ``.grad`` stay views of it)."""

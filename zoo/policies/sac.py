@@ -1,0 +1,366 @@
+"""SAC (Haarnoja et al. 2018) and SAC-ACE (Ji et al. 2024): one implementation, ACE's parts switched by config.
+
+SAC: a tanh-squashed Gaussian actor (log-prob with the tanh Jacobian correction), twin Q critics (one batched
+module) with Polyak-averaged targets, an automatic temperature with target entropy ``-|A|``, and actor,
+temperature and target updates every ``actor_update_interval`` / ``target_update_interval`` critic updates.
+``critic_loss: hl_gauss`` makes each critic a categorical over a fixed support trained with rl_utils' HL-Gauss
+cross-entropy (Farebrother et al. 2024) instead of a squared error.
+
+ACE (``causal_weights``, ``dormant_reset``; see ``zoo.policies.ace``): the causality-weighted log-probability
+``sum_k w_k log pi_k`` replaces ``log pi`` in the critic target, the actor loss and the temperature loss
+(sampling is unchanged), and gradient-dormancy-guided resets perturb actor and critics towards fresh weights.
+
+Actions: the replay holds env actions; the critics see them rescaled to [-1, 1], the range of the actor's tanh.
+Log-probabilities are those of that [-1, 1] action (as Stable-Baselines3's), so the target entropy does not
+depend on the env's action bounds. Learning samples its minibatches from the replay buffer with torch's global
+generator, whose state every checkpoint holds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from easydict import EasyDict
+from torch import nn
+
+from ..data import ReplayBuffer
+from ..errors import ConfigError, NonFiniteError
+from ..rl_utils import HLGauss, tanh_log_det_jacobian
+from ..sizes import check_parameter_memory
+from .ace import CausalWeightSchedule, gradient_dormant_fraction, perturb_, reset_factor
+from .base import CollectOutput, LearnContext, Policy
+from .optim import FlatOptimizer, flatten_parameters
+from .sac_networks import EnsembleQ, SquashedGaussianActor
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class _LogAlpha(nn.Module):
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.tensor(float(np.log(value))))
+
+
+class SACPolicy(Policy):
+    """Soft actor-critic for bounded 1-D Box actions; ``sac_ace`` is this class with ACE's parts on."""
+
+    pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
+    default_config: ClassVar[dict[str, Any]] = {
+        "hidden_sizes": [256, 256],
+        "activation": "relu",
+        "actor_learning_rate": 3e-4,
+        "critic_learning_rate": 3e-4,
+        "alpha_learning_rate": 3e-4,
+        "batch_size": 256,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "init_alpha": 1.0,
+        "auto_alpha": True,
+        "target_entropy": None,  # None: -|A|
+        "actor_update_interval": 1,  # actor and temperature update every N critic updates
+        "target_update_interval": 1,
+        "max_grad_norm": 0.0,  # 0: no clipping
+        "log_std_min": -20.0,
+        "log_std_max": 2.0,
+        "critic_loss": "mse",
+        "hl_gauss_min": None,  # the HL-Gauss support: required with critic_loss='hl_gauss'
+        "hl_gauss_max": None,
+        "hl_gauss_bins": 101,
+        "hl_gauss_sigma_ratio": 0.75,
+        # ACE
+        "causal_weights": False,
+        "causal_interval": 10_000,  # env steps between DirectLiNGAM fits
+        "causal_sample_size": 10_000,  # the most recent transitions each fit uses
+        "causal_apply_after": 200,  # gradient updates between a fit's start and its weights' use
+        "causal_temperature": 1.0,
+        "causal_use_abs": True,  # softmax |effect| (False: the signed effect, as the ACE code)
+        "dormant_reset": False,
+        "reset_interval": 100_000,  # gradient updates between resets
+        "reset_start": 5_000,  # no reset before this many updates
+        "dormant_tau": 0.05,
+        "reset_factor_min": 0.2,
+        "reset_factor_max": 0.9,
+    }
+    config_ranges: ClassVar[dict[str, Any]] = {
+        "hidden_sizes": (1, 1_000_000),
+        "actor_learning_rate": (0.0, 10.0),
+        "critic_learning_rate": (0.0, 10.0),
+        "alpha_learning_rate": (0.0, 10.0),
+        "batch_size": (1, 1_000_000),
+        "gamma": (0.0, 1.0),
+        "tau": (0.0, 1.0),
+        "init_alpha": (1e-8, 1e6),
+        "target_entropy": (None, None),
+        "actor_update_interval": (1, None),
+        "target_update_interval": (1, None),
+        "max_grad_norm": (0.0, None),
+        "log_std_min": (-50.0, 10.0),
+        "log_std_max": (-50.0, 10.0),
+        "hl_gauss_min": (None, None),
+        "hl_gauss_max": (None, None),
+        "hl_gauss_bins": (2, 100_000),
+        "hl_gauss_sigma_ratio": (1e-6, 100.0),
+        "causal_interval": (1, None),
+        "causal_sample_size": (10, 10_000_000),
+        "causal_apply_after": (0, None),
+        "causal_temperature": (1e-6, None),
+        "reset_interval": (1, None),
+        "reset_start": (0, None),
+        "dormant_tau": (0.0, 1.0),
+        "reset_factor_min": (0.0, 1.0),
+        "reset_factor_max": (0.0, 1.0),
+    }
+    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {
+        "activation": ("relu", "tanh", "elu"), "critic_loss": ("mse", "hl_gauss"),
+    }
+    frozen_keys: ClassVar[tuple[str, ...]] = ("hidden_sizes", "activation", "critic_loss", "hl_gauss_bins")
+
+    @classmethod
+    def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
+        if not isinstance(observation_space, gym.spaces.Box) or observation_space.shape is None:
+            raise ConfigError(
+                f"observation space {observation_space} is not supported by SAC: it takes Box observations"
+            )
+        bounded = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and (
+            action_space.shape[0] > 0 and np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()
+        )
+        if not bounded:
+            raise ConfigError(
+                f"action space {action_space} is not supported by SAC: it takes a 1-D Box with finite bounds "
+                f"(its actions are squashed into them)"
+            )
+
+    def __init__(
+        self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
+        acting_only: bool = False,
+    ) -> None:
+        super().__init__(cfg, observation_space, action_space, device, acting_only)
+        self.check_spaces(observation_space, action_space)
+        if cfg.log_std_min >= cfg.log_std_max:
+            raise ConfigError(f"policy.log_std_min ({cfg.log_std_min}) must be below log_std_max ({cfg.log_std_max})")
+        self.obs_dim = int(np.prod(observation_space.shape))
+        self.action_dim = int(action_space.shape[0])
+        hidden = list(cfg.hidden_sizes)
+        out_dim = cfg.hl_gauss_bins if cfg.critic_loss == "hl_gauss" else 1
+        check_parameter_memory("policy.hidden_sizes", [self.obs_dim + self.action_dim, *hidden], 4, out_dim,
+                               not acting_only)
+        low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+        self._center, self._half = (high + low) / 2, (high - low) / 2
+        self.actor = self._new_actor().to(self.device)
+        self.updates = 0
+        self.resets = 0
+        self.last_dormant_fraction: float | None = None
+        self.last_reset_factor: float | None = None
+        self._causal_weight = torch.ones(self.action_dim, device=self.device)
+        self.causal = CausalWeightSchedule(
+            self.action_dim, cfg.causal_interval, cfg.causal_sample_size, cfg.causal_apply_after,
+            cfg.causal_temperature, cfg.causal_use_abs,
+        )
+        self.support = self._support(cfg)
+        if acting_only:
+            return
+        self.critic = self._new_critic().to(self.device)
+        self.target = self._new_critic().to(self.device)
+        self.actor_optimizer = FlatOptimizer(self.actor, "adam", cfg.actor_learning_rate)
+        self.critic_optimizer = FlatOptimizer(self.critic, "adam", cfg.critic_learning_rate)
+        self.target_flat = flatten_parameters(self.target)
+        self.target_flat.copy_(self.critic_optimizer.flat)
+        self.target.requires_grad_(False)
+        self.alpha_module = _LogAlpha(cfg.init_alpha).to(self.device)
+        self.alpha_optimizer = FlatOptimizer(self.alpha_module, "adam", cfg.alpha_learning_rate)
+        self.target_entropy = -float(self.action_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
+
+    @staticmethod
+    def _support(cfg: EasyDict) -> HLGauss | None:
+        if cfg.critic_loss != "hl_gauss":
+            return None
+        if cfg.hl_gauss_min is None or cfg.hl_gauss_max is None or not cfg.hl_gauss_min < cfg.hl_gauss_max:
+            raise ConfigError(
+                "policy.critic_loss='hl_gauss' needs the value support: set policy.hl_gauss_min < policy.hl_gauss_max "
+                "to bound the discounted returns (e.g. -1700 and 0 for Pendulum)"
+            )
+        return HLGauss(float(cfg.hl_gauss_min), float(cfg.hl_gauss_max), cfg.hl_gauss_bins, cfg.hl_gauss_sigma_ratio)
+
+    def _new_actor(self) -> SquashedGaussianActor:
+        cfg = self.cfg
+        return SquashedGaussianActor(self.obs_dim, self.action_dim, list(cfg.hidden_sizes), cfg.activation,
+                                     (cfg.log_std_min, cfg.log_std_max))
+
+    def _new_critic(self) -> EnsembleQ:
+        out_dim = self.cfg.hl_gauss_bins if self.cfg.critic_loss == "hl_gauss" else 1
+        return EnsembleQ(self.obs_dim, self.action_dim, list(self.cfg.hidden_sizes), 2, out_dim, self.cfg.activation)
+
+    # -- acting -------------------------------------------------------------------------------------------
+    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A reparameterised squashed sample: (action in [-1, 1], per-dimension log-prob, weighted log-prob).
+
+        ``tanh_gaussian_log_prob(mu, sigma, u)`` written for ``u = mu + sigma * noise``: ``(u - mu) / sigma`` is
+        the noise itself and ``log sigma`` the network's output, which saves a third of the operations (same
+        values and gradients; tested against rl_utils).
+        """
+        mu, log_std = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
+        noise = torch.randn_like(mu)
+        pre_tanh = mu + log_std.exp() * noise
+        per_dim = (-0.5 * noise.square() - _LOG_SQRT_2PI) - log_std - tanh_log_det_jacobian(pre_tanh)
+        weighted = per_dim.sum(-1) if not self.cfg.causal_weights else (per_dim * self._causal_weight).sum(-1)
+        return torch.tanh(pre_tanh), per_dim, weighted
+
+    def _to_env(self, squashed: torch.Tensor) -> np.ndarray:
+        return (self._center + self._half * squashed).cpu().numpy()
+
+    @torch.no_grad()
+    def collect(self, obs: torch.Tensor) -> CollectOutput:
+        mu, log_std = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
+        return CollectOutput(self._to_env(torch.tanh(mu + log_std.exp() * torch.randn_like(mu))))
+
+    @torch.no_grad()
+    def evaluate(self, obs: torch.Tensor) -> np.ndarray:
+        mu, _ = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
+        return self._to_env(torch.tanh(mu))
+
+    # -- learning -----------------------------------------------------------------------------------------
+    def q_values(self, obs: torch.Tensor, action: torch.Tensor, target: bool = False,
+                 detach_weights: bool = False) -> torch.Tensor:
+        """The critics' Q values ``(2, B)`` for [-1, 1]-scaled actions (expectations for HL-Gauss critics)."""
+        out = (self.target if target else self.critic)(obs, action, detach_weights)
+        return out.squeeze(-1) if self.support is None else self.support.to_scalar(out)
+
+    def learn(self, batch: ReplayBuffer, ctx: LearnContext) -> dict[str, float]:
+        """``ctx.updates`` SAC updates, each on a minibatch sampled uniformly from the replay buffer ``batch``."""
+        replay, cfg = batch, self.cfg
+        if cfg.causal_weights:
+            self.causal.maybe_start(replay, ctx.env_steps, self.updates)
+        totals: dict[str, list[float]] = {}
+        for _ in range(ctx.updates):
+            if cfg.causal_weights and self.causal.maybe_apply(self.updates):
+                self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
+            rows = torch.randint(len(replay), (cfg.batch_size,)).numpy()
+            for key, value in self._update(replay.take(rows).as_tensors(self.device), ctx).items():
+                totals.setdefault(key, []).append(value)
+        metrics = {key: sum(values) / len(values) for key, values in totals.items()}  # actor keys: actor updates
+        metrics["alpha"] = float(self.alpha_module.log_alpha.detach().exp())
+        if cfg.causal_weights:
+            metrics.update({f"causal_weight_{k}": float(w) for k, w in enumerate(self.causal.weights)})
+        if self.last_dormant_fraction is not None:
+            metrics.update(dormant_fraction=self.last_dormant_fraction, reset_factor=self.last_reset_factor,
+                           resets=float(self.resets))
+        return metrics
+
+    def _update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
+        cfg = self.cfg
+        obs, next_obs = batch["obs"].flatten(1), batch["next_obs"].flatten(1)
+        action = (batch["action"].reshape(len(obs), -1) - self._center) / self._half
+        alpha = self.alpha_module.log_alpha.detach().exp()
+        with torch.no_grad():
+            next_action, _, next_log_prob = self._sample(next_obs)
+            next_q = self.q_values(next_obs, next_action, target=True).min(0).values
+            # A terminated transition does not bootstrap; a truncated one does, from its final observation.
+            not_terminated = 1.0 - batch["terminated"].float()
+            target_q = batch["reward"] + cfg.gamma * not_terminated * (next_q - alpha * next_log_prob)
+        out = self.critic(obs, action)
+        if self.support is None:
+            critic_loss = 0.5 * (out.squeeze(-1) - target_q).pow(2).mean(1).sum()
+            q_mean = out.detach().mean()
+        else:
+            critic_loss = self.support.loss(out, target_q.expand(out.shape[0], -1)) * out.shape[0]
+            q_mean = self.support.to_scalar(out.detach()).mean()
+        self.critic_optimizer.backward_and_step(critic_loss, cfg.max_grad_norm, ctx.sync_gradients)
+        self.updates += 1
+        metrics = {"critic_loss": critic_loss.item(), "q_mean": q_mean.item()}
+        if self.updates % cfg.actor_update_interval == 0:
+            metrics.update(self._update_actor_and_alpha(obs, alpha, ctx))
+            if cfg.dormant_reset and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
+                self._dormancy_reset()
+        if self.updates % cfg.target_update_interval == 0:
+            with torch.no_grad():
+                self.target_flat.lerp_(self.critic_optimizer.flat, cfg.tau)
+        return metrics
+
+    def _update_actor_and_alpha(self, obs: torch.Tensor, alpha: torch.Tensor, ctx: LearnContext) -> dict[str, float]:
+        cfg = self.cfg
+        action, per_dim, log_prob = self._sample(obs)
+        q = self.q_values(obs, action, detach_weights=True).min(0).values
+        actor_loss = (alpha * log_prob - q).mean()
+        self.actor_optimizer.backward_and_step(actor_loss, cfg.max_grad_norm, ctx.sync_gradients)
+        metrics = {"actor_loss": actor_loss.item(), "entropy": -per_dim.detach().sum(-1).mean().item()}
+        if cfg.auto_alpha:
+            # loss(log_alpha) = -log_alpha * mean(log_prob + target_entropy): its gradient is written directly,
+            # without a backward pass through a graph this small.
+            gap = float(log_prob.detach().mean()) + self.target_entropy
+            optimizer = self.alpha_optimizer
+            optimizer.grad.fill_(-gap)
+            ctx.sync_gradients(optimizer.grad)
+            if not np.isfinite(gap):
+                raise NonFiniteError(f"the temperature's gradient is not finite (mean log-prob {gap})")
+            metrics["alpha_loss"] = -float(self.alpha_module.log_alpha.detach()) * gap
+            optimizer.step()
+        return metrics
+
+    def _dormancy_reset(self) -> None:
+        """ACE's reset, from the actor's gradients of the update just made (see ``zoo.policies.ace``)."""
+        cfg = self.cfg
+        fraction = gradient_dormant_fraction(list(self.actor.layers), cfg.dormant_tau)
+        factor = reset_factor(fraction, cfg.reset_factor_min, cfg.reset_factor_max)
+        fresh_actor = flatten_parameters(self._new_actor().to(self.device))
+        perturb_(self.actor_optimizer.flat, fresh_actor, factor)
+        for flat in (self.critic_optimizer.flat, self.target_flat):  # each gets its own fresh draw
+            perturb_(flat, flatten_parameters(self._new_critic().to(self.device)), factor)
+        self.actor_optimizer.reset_state()
+        self.critic_optimizer.reset_state()
+        self.resets += 1
+        self.last_dormant_fraction, self.last_reset_factor = fraction, factor
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "actor": self.actor.state_dict(), "updates": self.updates, "resets": self.resets,
+            "last_dormant_fraction": self.last_dormant_fraction, "last_reset_factor": self.last_reset_factor,
+            "causal": self.causal.state_dict(),
+        }
+        if not self.acting_only:
+            state.update(
+                critic=self.critic.state_dict(), target=self.target.state_dict(),
+                log_alpha=self.alpha_module.log_alpha.detach().clone(),
+                actor_optimizer=self.actor_optimizer.state_dict(), critic_optimizer=self.critic_optimizer.state_dict(),
+                alpha_optimizer=self.alpha_optimizer.state_dict(),
+            )
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.updates, self.resets = int(state["updates"]), int(state["resets"])
+        self.last_dormant_fraction, self.last_reset_factor = state["last_dormant_fraction"], state["last_reset_factor"]
+        self.causal.load_state_dict(state["causal"])
+        self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
+        if self.acting_only:
+            return
+        self.critic.load_state_dict(state["critic"])
+        self.target.load_state_dict(state["target"])
+        with torch.no_grad():
+            self.alpha_module.log_alpha.copy_(state["log_alpha"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+
+    def actor_state_dict(self) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach().clone() for name, tensor in self.actor.state_dict().items()}
+
+    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.actor.load_state_dict(state)
+
+    def close(self) -> None:
+        """Stop the background causal fit, if one runs."""
+        self.causal.close()
+
+
+class SACACEPolicy(SACPolicy):
+    """SAC-ACE: SAC with causality-aware entropy weights and gradient-dormancy-guided resets (ACE's defaults)."""
+
+    default_config: ClassVar[dict[str, Any]] = {
+        **SACPolicy.default_config, "causal_weights": True, "dormant_reset": True,
+    }
