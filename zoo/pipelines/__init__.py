@@ -4,5 +4,6 @@ from .collector import VectorCollector
 from .loop import TrainingLoop
 from .serial_offpolicy import SerialOffPolicyPipeline
 from .serial_onpolicy import SerialOnPolicyPipeline
+from .vector_pipeline import VectorEnvPipeline
 
-__all__ = ["SerialOffPolicyPipeline", "SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector"]
+__all__ = ["SerialOffPolicyPipeline", "SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector", "VectorEnvPipeline"]
