@@ -288,7 +288,6 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[EasyDict, Any, d
     observation_space, action_space = env.observation_space, env.action_space
     env.close()
     policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
-    policy_cls.check_spaces(observation_space, action_space)
     policy = policy_cls(cfg.policy, observation_space, action_space, torch.device(device), acting_only=True)
     try:
         policy.load_state_dict(state["policy"])

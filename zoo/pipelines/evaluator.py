@@ -41,19 +41,6 @@ def evaluate_policy(
         step_limit: an episode that has not ended after this many steps stops the evaluation with a ZooError
             (an env that never ends would otherwise hang it).
     """
-    try:
-        return _evaluate(policy, env_id, episodes, seed, env_kwargs, max_episode_steps, normalize_obs, vector_mode,
-                         step_limit, render, deterministic, batch)
-    except gym.error.DependencyNotInstalled as exc:  # rendering needs pygame, which envs import only then
-        raise ZooError(f"evaluating '{env_id}'{' with --render' if render else ''} needs a missing package: "
-                       f"{str(exc).strip().splitlines()[0]}") from None
-
-
-def _evaluate(
-    policy: Policy, env_id: str, episodes: int, seed: int, env_kwargs: dict[str, Any] | None,
-    max_episode_steps: int | None, normalize_obs: Callable[[Any], np.ndarray] | None, vector_mode: str,
-    step_limit: int, render: bool, deterministic: bool, batch: int,
-) -> list[float]:
     returns: list[float] = []
     env_kwargs = dict(env_kwargs or {})
     if render:
@@ -80,6 +67,9 @@ def _evaluate(
                 total += np.where(running, reward, 0.0)
                 running &= ~(terminated | truncated)
                 steps += 1
+        except gym.error.DependencyNotInstalled as exc:  # rendering needs pygame, which envs import only then
+            raise ZooError(f"evaluating '{env_id}'{' with --render' if render else ''} needs a missing package: "
+                           f"{str(exc).strip().splitlines()[0]}") from None
         finally:
             venv.close()
         returns.extend(total.tolist())

@@ -136,9 +136,10 @@ class TrainingLoop:
             return 1.0
         return min(start_progress + (1.0 - start_progress) * (self.env_steps - start) / (budget - start), 1.0)
 
-    def learn_context(self) -> LearnContext:
-        """The context for ``policy.learn`` at the current counters (serial: the hooks are no-ops)."""
-        return LearnContext(self.progress(), self.iteration, self.env_steps, self.rank, self.world_size)
+    def learn_context(self, updates: int = 1) -> LearnContext:
+        """The context for ``policy.learn`` at the current counters, asking for ``updates`` gradient updates
+        (serial: the hooks are no-ops)."""
+        return LearnContext(self.progress(), self.iteration, self.env_steps, self.rank, self.world_size, updates)
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

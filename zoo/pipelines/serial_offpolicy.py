@@ -75,8 +75,6 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
             self.record_episodes(self.collector.pop_finished())
             if self.env_steps < pipe.learning_starts or len(self.replay) == 0 or pipe.gradient_steps == 0:
                 continue
-            ctx = self.learn_context()
-            ctx.updates = pipe.gradient_steps
-            for key, value in self.policy.learn(self.replay, ctx).items():
+            for key, value in self.policy.learn(self.replay, self.learn_context(pipe.gradient_steps)).items():
                 totals.setdefault(key, []).append(value)
         return {key: sum(values) / len(values) for key, values in totals.items()}  # each over the calls reporting it
