@@ -10,17 +10,19 @@ from .hookspecs import hookimpl
 
 @hookimpl
 def register_policies(register: Callable[[str, Any], Any]) -> None:
-    from .policies import A2CPolicy, PPOPolicy, SACACEPolicy, SACPolicy
+    from .policies import A2CPolicy, DPPOPolicy, PPOPolicy, SACACEPolicy, SACPolicy
 
     register("a2c", A2CPolicy)
     register("ppo", PPOPolicy)
+    register("dppo", DPPOPolicy)
     register("sac", SACPolicy)
     register("sac_ace", SACACEPolicy)
 
 
 @hookimpl
 def register_pipelines(register: Callable[[str, Any], Any]) -> None:
-    from .pipelines import SerialOffPolicyPipeline, SerialOnPolicyPipeline
+    from .pipelines import ParallelSyncPipeline, SerialOffPolicyPipeline, SerialOnPolicyPipeline
 
     register("serial_onpolicy", SerialOnPolicyPipeline)
     register("serial_offpolicy", SerialOffPolicyPipeline)
+    register("parallel_sync", ParallelSyncPipeline)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import pickle
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from easydict import EasyDict
 
+from . import launcher
 from .config import (
     Range,
     apply_overrides,
@@ -33,6 +34,7 @@ from .pipelines.loop import TrainingLoop
 from .pipelines.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, check_exp_name, new_run_directory
 from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY, POLICY_REGISTRY
+from .rl_utils.distributed import world_info
 
 BASE_CONFIG: dict[str, Any] = {
     "exp_name": "run",
@@ -155,8 +157,10 @@ def _import_paths(paths: Any, config_dir: str | Path | None) -> list[str]:
 
 
 def build_pipeline(cfg: EasyDict) -> TrainingLoop:
-    """The pipeline named by ``cfg.pipeline.type``, built (envs and policy) but not run."""
-    return PIPELINE_REGISTRY.get(cfg.pipeline.type)(cfg)
+    """The pipeline named by ``cfg.pipeline.type``, built (envs and policy) but not run; in a worker of a
+    multi-process pipeline, with this process's rank and the world size of its process group."""
+    rank, world_size = world_info()
+    return PIPELINE_REGISTRY.get(cfg.pipeline.type)(cfg, rank, world_size)
 
 
 def train(
@@ -166,47 +170,85 @@ def train(
 ) -> dict[str, Any]:
     """Train from a config file or dict, or continue a run directory (``resume``); returns the summary.
 
+    A multi-process pipeline (``parallel_sync`` with ``world_size > 1``) spawns its workers here and supervises
+    them (see ``zoo.launcher``), or, under torchrun, joins the process group torchrun describes.
+
     Arguments:
         config: a ``.py``/``.yaml``/``.json`` config file or a config mapping (None with ``resume``).
         overrides: ``--set``-style ``"a.b=value"`` strings (or ``(key, value)`` pairs), applied in order.
         resume: a run directory to continue from its last checkpoint (its config.yaml plus ``overrides``).
     Returns:
         ``reason`` (``max_env_steps``, ``stop_return`` or ``interrupted``, with ``exit_code``), ``iteration``,
-        ``env_steps``, ``wall_time``, ``episode_return_mean`` and ``run_dir``.
+        ``env_steps``, ``wall_time``, ``episode_return_mean`` and ``run_dir`` (None on ranks other than 0).
     """
     if resume is not None:
         if config is not None:
             raise ConfigError("use either a config (--config) or a run directory (--resume), not both: "
                               "a resumed run always uses its own config.yaml plus --set overrides")
-        return _resume(Path(resume), overrides)
-    if config is None:
-        raise ConfigError("nothing to train: give a config file or dict (zoo run --config FILE)")
-    is_file = isinstance(config, (str, Path))
-    user_cfg = load_config_file(config) if is_file else config
-    cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
+        run_path = Path(resume)
+        cfg = _resume_config(run_path, overrides)
+    else:
+        if config is None:
+            raise ConfigError("nothing to train: give a config file or dict (zoo run --config FILE)")
+        is_file = isinstance(config, (str, Path))
+        user_cfg = load_config_file(config) if is_file else config
+        cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
+        run_path = None
+    if launcher.is_distributed(cfg) or (launcher.under_torchrun() and _pipeline_is_distributed(cfg)):
+        if launcher.under_torchrun():
+            launcher.join_from_environment(cfg)
+        else:
+            return launcher.spawn(cfg, run_path, run_worker)
+    return run_worker(cfg, None if run_path is None else str(run_path))
+
+
+def _pipeline_is_distributed(cfg: EasyDict) -> bool:
+    return bool(getattr(PIPELINE_REGISTRY.get(cfg.pipeline.type), "distributed", False))
+
+
+def run_worker(
+    cfg: EasyDict, resume: str | None = None, on_run_dir: Callable[[Path], None] | None = None
+) -> dict[str, Any]:
+    """Build the pipeline of a resolved ``cfg`` in this process and run it (a new run, or ``resume``).
+
+    In a multi-process pipeline every worker calls this once its process group is up; rank 0 alone creates,
+    locks and writes the run directory (``on_run_dir`` hears its path). Serially it is the whole of ``train``.
+    """
+    load_plugins()  # again in a spawned worker: registries start empty there
+    import_modules(list(cfg.get("import_names") or []), list(cfg.get("import_paths") or []))
+    rank = world_info()[0]
+    if resume is not None:
+        return _resume(Path(resume), cfg, rank, on_run_dir)
     runs_root = Path(cfg.runs_dir)
     runs_root_existed = runs_root.exists()
     pipeline = build_pipeline(cfg)
+    run_dir, run_path = None, None
     try:
-        run_path = new_run_directory(cfg.runs_dir, cfg.exp_name)
-        run_dir = RunDirectory(run_path)
+        if rank == 0:
+            run_path = new_run_directory(cfg.runs_dir, cfg.exp_name)
+            run_dir = RunDirectory(run_path)
         try:
-            run_dir.lock()
-            run_dir.write_config(cfg)
+            if run_dir is not None:
+                run_dir.lock()
+                run_dir.write_config(cfg)
+                if on_run_dir is not None:
+                    on_run_dir(run_path)
             pipeline.save(run_dir)  # iteration 0: a run killed at once can still be resumed
         except BaseException:
-            run_dir.unlock()
-            shutil.rmtree(run_path, ignore_errors=True)
-            if not runs_root_existed:
-                shutil.rmtree(runs_root, ignore_errors=True)
+            if run_dir is not None:
+                run_dir.unlock()
+                shutil.rmtree(run_path, ignore_errors=True)
+                if not runs_root_existed:
+                    shutil.rmtree(runs_root, ignore_errors=True)
             raise
         try:
             summary = pipeline.run(run_dir)
         finally:
-            run_dir.unlock()
+            if run_dir is not None:
+                run_dir.unlock()
     finally:
         pipeline.close()
-    summary["run_dir"] = str(run_path)
+    summary["run_dir"] = None if run_path is None else str(run_path)
     return summary
 
 
@@ -227,39 +269,49 @@ def _check_frozen(saved: EasyDict, new: EasyDict, run_path: Path) -> None:
             )
 
 
-def _resume(run_path: Path, overrides: list[Any] | None) -> dict[str, Any]:
+def _resume_config(run_path: Path, overrides: list[Any] | None) -> EasyDict:
     if not (run_path / CONFIG_FILE).is_file():
         raise RunDirectoryError(
             f"cannot resume '{run_path}': it is not a run directory (no {CONFIG_FILE}): pass a directory under runs/"
         )
-    run_dir = RunDirectory(run_path)
-    run_dir.lock()
+    saved_cfg = load_config_file(run_path / CONFIG_FILE)
+    cfg = resolve_config(saved_cfg, overrides)
+    _check_frozen(resolve_config(saved_cfg), cfg, run_path)
+    return cfg
+
+
+def _resume(run_path: Path, cfg: EasyDict, rank: int, on_run_dir: Callable[[Path], None] | None) -> dict[str, Any]:
+    world_size = world_info()[1]
+    run_dir = RunDirectory(run_path) if rank == 0 else None
+    if run_dir is not None:
+        run_dir.lock()
     try:
-        saved_cfg = load_config_file(run_dir.config_path)
-        cfg = resolve_config(saved_cfg, overrides)
-        _check_frozen(resolve_config(saved_cfg), cfg, run_path)
         state = None
-        if (run_path / CHECKPOINT_FILE).exists() or run_dir.metrics_rows():
+        if run_dir is not None and ((run_path / CHECKPOINT_FILE).exists() or run_dir.metrics_rows()):
             state = run_dir.load_checkpoint()  # metrics without a checkpoint: a damaged run, refused in one line
         # else: killed between writing config.yaml and its first checkpoint; it starts again in place
         pipeline = build_pipeline(cfg)
         try:
-            if state is not None:
+            if state is not None or world_size > 1:  # several workers: every rank takes part in the restore
                 _restore(pipeline, state, run_path)
             # The run really starts now: only from here on does the run directory change.
-            run_dir.clean_temporaries()
-            run_dir.truncate_metrics(int(state["metrics_rows"]) if state is not None else 0)
-            run_dir.write_config(cfg)
+            if run_dir is not None:
+                run_dir.clean_temporaries()
+                run_dir.truncate_metrics(int(state["metrics_rows"]) if state is not None else 0)
+                run_dir.write_config(cfg)
+                if on_run_dir is not None:
+                    on_run_dir(run_path)
             summary = pipeline.run(run_dir)
         finally:
             pipeline.close()
     finally:
-        run_dir.unlock()
-    summary["run_dir"] = str(run_path)
+        if run_dir is not None:
+            run_dir.unlock()
+    summary["run_dir"] = str(run_path) if rank == 0 else None
     return summary
 
 
-def _restore(pipeline: TrainingLoop, state: dict[str, Any], run_path: Path) -> None:
+def _restore(pipeline: TrainingLoop, state: dict[str, Any] | None, run_path: Path) -> None:
     try:
         pipeline.load_state_dict(state)
     except ZooError as exc:

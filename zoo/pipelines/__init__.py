@@ -2,8 +2,12 @@
 
 from .collector import VectorCollector
 from .loop import TrainingLoop
+from .parallel_sync import ParallelSyncPipeline
 from .serial_offpolicy import SerialOffPolicyPipeline
 from .serial_onpolicy import SerialOnPolicyPipeline
 from .vector_pipeline import VectorEnvPipeline
 
-__all__ = ["SerialOffPolicyPipeline", "SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector", "VectorEnvPipeline"]
+__all__ = [
+    "ParallelSyncPipeline", "SerialOffPolicyPipeline", "SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector",
+    "VectorEnvPipeline",
+]

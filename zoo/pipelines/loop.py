@@ -190,10 +190,15 @@ class TrainingLoop:
         self.saved_iteration = self.iteration
 
     def save(self, run_dir: RunDirectory, final: bool = False) -> None:
-        """Write the checkpoint (and, when ``final``, model.pt); only rank 0 writes files."""
-        if self.rank != 0:
-            return
+        """Write the checkpoint (and, when ``final``, model.pt); only rank 0 writes files.
+
+        Every rank calls it at the same points: a multi-process pipeline's ``state_dict`` gathers the workers'
+        parts on rank 0. ``run_dir`` may be None on the other ranks.
+        """
         state = self.state_dict()
+        if self.rank != 0:
+            self.saved_iteration = self.iteration
+            return
         run_dir.save_checkpoint(state, {name: component.state_dict()
                                         for name, component in self.separate_components().items()})
         if final:
@@ -241,7 +246,7 @@ class TrainingLoop:
             "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
         }
 
-    def run(self, run_dir: RunDirectory) -> dict[str, Any]:
+    def run(self, run_dir: RunDirectory | None) -> dict[str, Any]:
         """Train until the budget, ``stop_return`` or a stop signal; save; return the summary.
 
         The summary's ``reason`` is ``max_env_steps``, ``stop_return`` or ``interrupted`` (with ``exit_code``

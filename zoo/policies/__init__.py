@@ -8,6 +8,7 @@ from ..data import Rollout, Samples, Transitions, Unroll
 from .a2c import A2CPolicy
 from .actor_critic import ActorCriticPolicy, normalize_advantage
 from .base import CollectOutput, LearnContext, Policy
+from .dppo import DPPOPolicy
 from .ppo import PPOPolicy
 from .sac import SACACEPolicy, SACPolicy
 
@@ -15,6 +16,7 @@ __all__ = [
     "A2CPolicy",
     "ActorCriticPolicy",
     "CollectOutput",
+    "DPPOPolicy",
     "LearnContext",
     "PPOPolicy",
     "Policy",

@@ -26,7 +26,7 @@ class A2CPolicy(ActorCriticPolicy):
         cfg = self.cfg
         samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
         obs, action, returns = samples.obs, samples.action, samples.returns
-        advantage = normalize_advantage(samples.advantage) if cfg.normalize_advantage else samples.advantage
+        advantage = normalize_advantage(samples.advantage, ctx) if cfg.normalize_advantage else samples.advantage
         lr = self.update_learning_rate(ctx)
         if ctx.min(obs.shape[0]) == 0:  # only autoreset steps (possible with tiny rollouts): nothing to learn from
             return {"learning_rate": lr}

@@ -39,8 +39,22 @@ from .networks import ACTIVATIONS, ActorCritic
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
 
 
-def normalize_advantage(advantage: torch.Tensor) -> torch.Tensor:
-    """Zero mean, unit std (left unchanged for a single sample, whose std is undefined)."""
+def normalize_advantage(advantage: torch.Tensor, ctx: LearnContext | None = None) -> torch.Tensor:
+    """Zero mean, unit std (left unchanged for a single sample, whose std is undefined).
+
+    With data-parallel learners (``ctx.world_size > 1``) the mean and std are those of every learner's
+    samples together (one ``ctx.sum`` of count, sum and sum of squares), so that W learners with B samples each
+    normalise exactly as one learner with W x B samples.
+    """
+    if ctx is not None and ctx.world_size > 1:
+        flat = advantage.reshape(-1)
+        moments = ctx.sum(torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()]))
+        count = float(moments[0])
+        if count < 2:
+            return advantage
+        mean = moments[1] / count
+        var = (moments[2] - count * mean * mean).clamp(min=0.0) / (count - 1)
+        return (advantage - mean) / (var.sqrt() + 1e-8)
     if advantage.numel() < 2:
         return advantage
     return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
@@ -54,7 +68,7 @@ class ActorCriticPolicy(Policy):
     ``update_learning_rate(ctx)``, ``optimizer_step(loss, ctx)`` and ``process_rollout`` (GAE).
     """
 
-    pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy",)
+    pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
     common_config: ClassVar[dict[str, Any]] = {
         "hidden_sizes": [64, 64],
         "activation": "tanh",

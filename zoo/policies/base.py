@@ -102,6 +102,11 @@ class LearnContext:
         """True when ``flag`` is true on any learner."""
         return flag
 
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """The element-wise sum of a small tensor over all learners (a new tensor; e.g. the moments of
+        advantages normalised over every learner's minibatch). Serially: ``values`` itself."""
+        return values
+
 
 class Policy:
     """Base class of every policy; see the module docstring for what a pipeline calls and when."""

@@ -63,7 +63,7 @@ class PPOPolicy(ActorCriticPolicy):
             for index in chunks:
                 adv = advantage[index]
                 if cfg.normalize_advantage:
-                    adv = normalize_advantage(adv)
+                    adv = normalize_advantage(adv, ctx)
                 output, value_new = self.model(obs[index])
                 old = self.unpack_policy_output(behaviour[index])
                 if self.discrete:

@@ -15,7 +15,7 @@ Only torch, numpy and scipy are imported here: never policies, pipelines or envs
 
 from .a2c import a2c_data, a2c_error, a2c_error_continuous, a2c_loss
 from .causal import causal_action_weights, causal_weighted_log_prob, direct_lingam, lingam_result
-from .distributed import allreduce_grads, broadcast_params, world_info
+from .distributed import allreduce_grads, broadcast_params, sync_running_mean_std, world_info
 from .distributions import (
     categorical_log_prob,
     entropy,
@@ -67,7 +67,7 @@ from .vtrace import (
 __all__ = [
     "HLGauss", "ReturnNormalizer", "RunningMeanStd",
     "a2c_data", "a2c_error", "a2c_error_continuous", "a2c_loss",
-    "allreduce_grads", "broadcast_params", "world_info",
+    "allreduce_grads", "broadcast_params", "sync_running_mean_std", "world_info",
     "categorical_log_prob", "entropy", "gaussian_entropy", "gaussian_log_prob", "one_hot",
     "sample_tanh_gaussian", "tanh_gaussian_log_prob", "tanh_log_det_jacobian",
     "causal_action_weights", "causal_weighted_log_prob", "direct_lingam", "lingam_result",

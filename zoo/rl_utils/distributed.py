@@ -16,10 +16,14 @@ Overview:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from .normalisation import RunningMeanStd
 
 ModuleOrTensors = nn.Module | Iterable[torch.Tensor]
 
@@ -138,3 +142,53 @@ def broadcast_params(module_or_params: ModuleOrTensors, src: int = 0, group: dis
                 flat = flat.to(torch.uint8)
             dist.broadcast(flat, src=src, group=group)
             _copy_back(flat.to(torch.bool) if is_bool else flat, group_tensors)
+
+
+def sync_running_mean_std(
+    rms: RunningMeanStd, since: dict[str, Any], group: dist.ProcessGroup | None = None,
+    device: torch.device | str = "cpu",
+) -> dict[str, Any]:
+    """Fold every rank's data since ``since`` into ``rms`` on every rank; return the new common state (in place).
+
+    Overview:
+        Classic DPPO normalisation: each worker updates its own running statistics while it collects, and at
+        each synchronisation the workers exchange what they added since the last one (count, mean and sum of
+        squares, one ``all_gather`` of a float64 vector), and every rank merges the parts into the common
+        ``since`` state in rank order. All ranks then hold bit-identical statistics, equal to those of one
+        instance that saw every worker's data. Outside an initialised group of several ranks this returns
+        ``rms.state_dict()`` and changes nothing.
+    Arguments:
+        - rms: this rank's statistics, ``since`` plus its own new data.
+        - since: the common state at the last synchronisation (``rms.state_dict()`` returned by the last call,
+          or taken when every rank held the same statistics).
+        - group: the process group (default: the global one).
+        - device: where the exchanged tensor lives (``cuda`` for the nccl backend).
+    Returns:
+        - the new common state: pass it as ``since`` next time.
+    Examples:
+        >>> common = rms.state_dict()
+        >>> ...  # collect, updating rms
+        >>> common = sync_running_mean_std(rms, common)
+    """
+    if not _is_active(group):
+        return rms.state_dict()
+    own = rms.since(since)
+    size = int(np.prod(rms.shape)) if rms.shape else 1
+    payload = torch.cat([
+        torch.tensor([float(own.data_count)], dtype=torch.float64),
+        torch.from_numpy(np.ascontiguousarray(own._data_mean, dtype=np.float64).reshape(-1)),
+        torch.from_numpy(np.ascontiguousarray(own._data_var, dtype=np.float64).reshape(-1)),
+    ]).to(device)
+    gathered = [torch.empty_like(payload) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(gathered, payload, group=group)
+    merged = RunningMeanStd(rms.shape, epsilon=float(since["epsilon"]))
+    merged.load_state_dict(since)
+    for values in gathered:
+        values = values.cpu().numpy()
+        part = RunningMeanStd(rms.shape, epsilon=0.0)
+        part.load_state_dict({"shape": rms.shape, "epsilon": 0.0, "data_count": int(round(values[0])),
+                              "data_mean": values[1:1 + size], "data_var": values[1 + size:]})
+        merged.merge(part)
+    state = merged.state_dict()
+    rms.load_state_dict(state)
+    return state

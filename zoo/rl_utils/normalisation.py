@@ -197,6 +197,37 @@ class RunningMeanStd:
         )
         self._refresh()
 
+    def since(self, earlier: dict[str, Any]) -> RunningMeanStd:
+        """The statistics of the data folded in after ``earlier`` (a ``state_dict`` of this instance), alone.
+
+        Overview:
+            Inverts Chan et al.'s formula: for a worker that keeps updating its own statistics between
+            synchronisations, this is what it saw since the last one (``merge`` of the result into ``earlier``
+            gives this instance back, up to rounding). The result has ``epsilon = 0``.
+        Raises:
+            - ValueError: ``earlier`` has another shape or more data than this instance (it is not earlier).
+        """
+        shape = tuple(earlier["shape"])
+        if shape != self.shape:
+            raise ValueError(f"earlier has shape {shape}, expected {self.shape}")
+        count0 = int(earlier["data_count"])
+        added = self._data_count - count0
+        if added < 0:
+            raise ValueError(f"earlier holds {count0} samples, more than this instance's {self._data_count}")
+        part = RunningMeanStd(self.shape, epsilon=0.0)
+        if added == 0:
+            return part
+        mean0 = np.asarray(earlier["data_mean"], dtype=np.float64).reshape(self.shape)
+        var0 = np.asarray(earlier["data_var"], dtype=np.float64).reshape(self.shape)
+        total = self._data_count
+        mean = (total * self._data_mean - count0 * mean0) / added
+        sum_squares = total * self._data_var - count0 * var0 - np.square(mean - mean0) * (count0 * added / total)
+        part._data_count = added
+        part._data_mean = np.asarray(mean, dtype=np.float64)
+        part._data_var = np.asarray(np.maximum(sum_squares / added, 0.0), dtype=np.float64)
+        part._refresh()
+        return part
+
     def merge(self, other: RunningMeanStd) -> None:
         """Fold another instance's data statistics into this one (``other`` is not modified).
 

@@ -1,0 +1,436 @@
+"""DPPO and the ``parallel_sync`` pipeline: the data-parallel maths, exactly, then the processes around it.
+
+- Equivalence (float64): with fixed data, 2 workers x batch B make the same parameter updates as 1 worker x 2B,
+  for PPO (several epochs, advantages normalised over both workers) and A2C, and every worker holds the same
+  parameters after every optimiser step.
+- Merged running statistics: two workers' RunningMeanStd merged equal one that saw all the data.
+- One worker on ``parallel_sync`` is exactly the serial pipeline (the same metrics rows).
+- End to end through ``zoo run`` (spawned workers): only rank 0 writes; the checkpoint holds every worker's env
+  snapshot and RNG streams; a signal stops every process after a consistent save and resume is exact; a killed
+  or failing worker stops the run within 30 s in one line naming it, with the checkpoint intact and no process
+  left; a custom env from ``import_names`` works in every worker; two torchrun "nodes" on 127.0.0.1 train.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from easydict import EasyDict
+
+from zoo.data import Rollout
+from zoo.errors import ConfigError
+from zoo.experiment import train
+from zoo.pipelines.parallel_sync import Collectives, DistributedContext, ParallelSyncPipeline
+from zoo.pipelines.run_dir import load_weights_only
+from zoo.policies import A2CPolicy, LearnContext, PPOPolicy, normalize_advantage
+from zoo.rl_utils import RunningMeanStd, sync_running_mean_std
+
+OBS_DIM, ACT_DIM, N_ACTIONS, T, B = 4, 2, 3, 5, 3
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- the maths, in-process ----------------------------------------------------------------------------------
+class _TwoIdenticalWorkers(LearnContext):
+    """A context that pretends a second worker holds exactly this worker's data."""
+
+    def __init__(self) -> None:
+        super().__init__(world_size=2)
+
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        return 2 * values
+
+
+def test_advantages_are_normalised_over_every_workers_samples():
+    adv = torch.randn(37, dtype=torch.float64) * 3 + 1
+    both = torch.cat([adv, adv])
+    expected = ((both - both.mean()) / (both.std() + 1e-8))[:37]
+    torch.testing.assert_close(normalize_advantage(adv, _TwoIdenticalWorkers()), expected, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(normalize_advantage(adv), expected)  # the local std differs: the test can fail
+
+
+def test_running_statistics_since_a_state_invert_merge():
+    rng = np.random.default_rng(0)
+    rms = RunningMeanStd((3,))
+    rms.update(rng.normal(4, 2, (500, 3)))
+    earlier = rms.state_dict()
+    new = rng.normal(-1, 5, (40, 3))
+    rms.update(new)
+    part = rms.since(earlier)
+    assert part.data_count == 40
+    np.testing.assert_allclose(part.mean, new.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(part.var, new.var(0), rtol=1e-10)
+    with pytest.raises(ValueError, match="more than"):
+        RunningMeanStd((3,)).since(earlier)
+
+
+def test_one_worker_on_parallel_sync_is_the_serial_pipeline(tmp_path):
+    base = {"exp_name": "x", "seed": 5, "runs_dir": str(tmp_path), "env": {"id": "CartPole-v1"},
+            "policy": {"type": "ppo", "epochs": 2, "minibatch_size": 32},
+            "pipeline": {"num_envs": 4, "rollout_steps": 16, "max_env_steps": 1_024, "eval_every": 0,
+                         "normalize_obs": True, "normalize_reward": True}}
+    serial = train(base, ["exp_name=serial"])
+    single = train(base, ["exp_name=single", "pipeline.type=parallel_sync", "pipeline.world_size=1"])
+
+    def rows(summary: dict) -> list[dict]:
+        lines = (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k not in ("wall_time", "sps")} for line in lines]
+
+    assert rows(serial) == rows(single)
+
+
+def test_dppo_is_registered_with_parallel_sync_as_its_default_pipeline():
+    from zoo.experiment import resolve_config
+
+    cfg = resolve_config({"policy": {"type": "dppo"}})
+    assert cfg.pipeline.type == "parallel_sync" and cfg.pipeline.world_size == 2
+    assert cfg.pipeline.normalize_reward and cfg.pipeline.normalize_obs  # DPPO's running normalisation
+    assert resolve_config({"policy": {"type": "ppo"}, "pipeline": {"type": "parallel_sync"}}).policy.type == "ppo"
+
+
+def test_a_pipeline_of_two_workers_outside_a_process_group_is_a_clear_error(tmp_path):
+    from zoo.experiment import resolve_config
+
+    cfg = resolve_config({"policy": {"type": "dppo"}, "runs_dir": str(tmp_path)})
+    with pytest.raises(ConfigError, match="world_size 2 but this process group has 1"):
+        ParallelSyncPipeline(cfg)
+
+
+# -- the maths across two processes -------------------------------------------------------------------------
+def _policy(cls, discrete: bool, **overrides):
+    cfg = EasyDict({**cls.default_config, "hidden_sizes": [8, 8], "anneal_lr": False, **overrides})
+    torch.manual_seed(0)
+    action_space = gym.spaces.Discrete(N_ACTIONS) if discrete else gym.spaces.Box(-1, 1, (ACT_DIM,))
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,))
+    return cls(cfg, obs_space, action_space, torch.device("cpu"))
+
+
+def _rollout(policy, columns: slice) -> Rollout:
+    g = torch.Generator().manual_seed(7)
+    width = 2 * B
+    obs = torch.randn(T, width, OBS_DIM, generator=g)
+    if policy.discrete:
+        action = torch.randint(0, N_ACTIONS, (T, width), generator=g)
+    else:
+        action = 0.5 * torch.randn(T, width, ACT_DIM, generator=g)
+    rollout = Rollout(
+        obs=obs, action=action, reward=torch.randn(T, width, generator=g),
+        terminated=torch.rand(T, width, generator=g) < 0.2, truncated=torch.rand(T, width, generator=g) < 0.1,
+        valid=torch.ones(T, width, dtype=torch.bool), last_obs=torch.randn(width, OBS_DIM, generator=g),
+    )
+    with torch.no_grad():  # the behaviour outputs of a slightly different policy, as after a first epoch
+        extras = {}
+        for t in range(T):
+            out = policy.collect(obs[t])
+            for key, value in out.extras.items():
+                extras.setdefault(key, []).append(value)
+        extras = {key: torch.stack(values) for key, values in extras.items()}
+    rollout = rollout.with_extras(**extras)
+    processed = policy.process_rollout(rollout)
+    return Rollout(
+        obs=processed.obs[:, columns], action=processed.action[:, columns], reward=processed.reward[:, columns],
+        terminated=processed.terminated[:, columns], truncated=processed.truncated[:, columns],
+        valid=processed.valid[:, columns], last_obs=processed.last_obs[columns],
+        extras={key: value[:, columns] for key, value in processed.extras.items()},
+    )
+
+
+CASES = {
+    "ppo_discrete": (PPOPolicy, True, {"epochs": 3, "normalize_advantage": True, "value_clip": True}),
+    "ppo_box": (PPOPolicy, False, {"epochs": 2, "normalize_advantage": True}),
+    "a2c_discrete": (A2CPolicy, True, {"normalize_advantage": True}),
+}
+
+
+def _learn_steps(name: str, workers: int, rank: int) -> list[torch.Tensor]:
+    """The flat parameters after every optimiser step of one learn call on this rank's columns."""
+    cls, discrete, overrides = CASES[name]
+    count = T * B * (2 // workers)
+    extra = {"minibatch_size": count} if cls is PPOPolicy else {}
+    policy = _policy(cls, discrete, **overrides, **extra)
+    batch = _rollout(policy, slice(rank * B, (rank + 1) * B) if workers == 2 else slice(0, 2 * B))
+    after: list[torch.Tensor] = []
+    step = policy.optimizer.step
+
+    def recording_step() -> None:
+        step()
+        after.append(policy.optimizer.flat.detach().clone())
+
+    policy.optimizer.step = recording_step
+    ctx = (DistributedContext(Collectives(), world_size=2, rank=rank) if workers == 2 else LearnContext())
+    policy.learn(batch, ctx)
+    return after
+
+
+def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        results = {name: _learn_steps(name, 2, rank) for name in CASES}
+        rms = RunningMeanStd((2,))
+        common = rms.state_dict()
+        data = np.random.default_rng(rank).normal(rank, 1 + rank, (50 + 30 * rank, 2))
+        rms.update(data)
+        results["rms"] = sync_running_mean_std(rms, common)
+    finally:
+        dist.destroy_process_group()
+    torch.save(results, Path(out_dir) / f"rank{rank}.pt")
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory) -> list[dict]:
+    out_dir = tmp_path_factory.mktemp("dppo")
+    mp.spawn(_equivalence_worker, args=(_free_port(), str(out_dir)), nprocs=2, join=True)
+    return [torch.load(out_dir / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_two_workers_with_batch_b_update_like_one_worker_with_batch_2b(two_workers, name):
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        single = _learn_steps(name, 1, 0)
+    finally:
+        torch.set_default_dtype(default)
+    for rank in range(2):
+        steps = two_workers[rank][name]
+        assert len(steps) == len(single) >= 1
+        for got, expected in zip(steps, single):
+            assert got.dtype == torch.float64
+            torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    for first, second in zip(two_workers[0][name], two_workers[1][name]):
+        assert torch.equal(first, second)  # identical on every worker after every step
+
+
+def test_merged_running_statistics_equal_one_instance_that_saw_all_data(two_workers):
+    data = [np.random.default_rng(rank).normal(rank, 1 + rank, (50 + 30 * rank, 2)) for rank in range(2)]
+    reference = RunningMeanStd((2,))
+    reference.update(np.concatenate(data))
+    states = [worker["rms"] for worker in two_workers]
+    assert states[0]["data_count"] == states[1]["data_count"] == 130
+    np.testing.assert_array_equal(states[0]["data_mean"], states[1]["data_mean"])  # bit-identical on both
+    np.testing.assert_allclose(states[0]["data_mean"], reference.state_dict()["data_mean"], rtol=1e-12)
+    np.testing.assert_allclose(states[0]["data_var"], reference.state_dict()["data_var"], rtol=1e-12)
+
+
+# -- end to end: spawned workers, signals, faults, torchrun -------------------------------------------------
+DPPO = {
+    "exp_name": "d", "seed": 2, "env": {"id": "CartPole-v1"},
+    "policy": {"type": "dppo", "epochs": 2, "minibatch_size": 32, "anneal_lr": True},
+    "pipeline": {"world_size": 2, "num_envs": 2, "rollout_steps": 16, "max_env_steps": 6_400, "eval_every": 0,
+                 "checkpoint_every": 0},
+}
+
+RAISING_ENV = '''
+import gymnasium
+import torch.distributed as dist
+from zoo.registry import ENV_REGISTRY
+
+
+class RaisingCartPole(gymnasium.Wrapper):
+    """CartPole whose step raises after `fail_after` steps in the worker of rank 1 (and never elsewhere)."""
+
+    def __init__(self, fail_after=10**9):
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.steps, self.fail_after = 0, fail_after
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps > self.fail_after and dist.is_initialized() and dist.get_rank() == 1:
+            raise ValueError("the test env broke on purpose")
+        return self.env.step(action)
+
+
+ENV_REGISTRY.register("raising_cartpole", RaisingCartPole)
+'''
+
+
+def _write_config(tmp_path: Path, config: dict) -> Path:
+    path = tmp_path / "dppo_cfg.py"
+    path.write_text(f"config = {config!r}\n")
+    return path
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    timings = ("wall_time", "sps", "allreduce_ms")
+    return [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _workers(pid: int) -> list[int]:
+    """The worker processes of a supervisor (not multiprocessing's resource tracker), in start order."""
+    workers = []
+    for child in sorted(_children(pid)):
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                workers.append(child)
+        except OSError:
+            pass
+    return workers
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "zoo", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_rows(process: subprocess.Popen, metrics: Path, rows: int) -> list[int]:
+    """Wait until ``metrics`` has ``rows`` lines; return the supervisor's workers."""
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while time.monotonic() < deadline:
+        if len(workers) < 2:
+            workers = _workers(process.pid)
+        if metrics.exists() and metrics.read_text().count("\n") >= rows:
+            return workers
+        if process.poll() is not None:
+            pytest.fail(f"the run ended early: {process.communicate()}")
+        time.sleep(0.01)
+    process.kill()
+    pytest.fail("the run did not reach the expected row")
+
+
+def test_only_rank_0_writes_and_the_checkpoint_holds_every_workers_state(tmp_path):
+    summary = train({**DPPO, "runs_dir": str(tmp_path / "runs")})
+    runs = list((tmp_path / "runs").iterdir())
+    assert [p.name for p in runs] == ["d"] and summary["run_dir"] == str(runs[0])
+    rows = _rows(runs[0])
+    steps = [row["env_steps"] for row in rows]
+    assert steps == [2 * 2 * 16 * (i + 1) for i in range(len(rows))]  # both workers' steps count
+    assert summary["env_steps"] == 6_400
+    state = load_weights_only(runs[0] / "checkpoint.pt")
+    workers = state["workers"]
+    assert len(workers) == 2
+    snapshots = [worker["components"]["collector"]["env"] for worker in workers]
+    assert all(snapshots) and snapshots[0] != snapshots[1]  # each worker's own episodes
+    assert not torch.equal(workers[0]["rng"]["torch"], workers[1]["rng"]["torch"])
+    sorted_files = sorted(p.name for p in runs[0].iterdir() if p.name != ".lock")
+    assert sorted_files == ["checkpoint.pt", "config.yaml", "metrics.csv", "metrics.jsonl", "model.pt"]
+
+
+@pytest.mark.parametrize("how", ["sigterm_to_zoo_run", "ctrl_c_to_the_process_group"])
+def test_a_stop_signal_saves_once_stops_every_process_and_resume_is_exact(tmp_path, how):
+    config = {**DPPO, "runs_dir": str(tmp_path / "runs"),
+              "pipeline": {**DPPO["pipeline"], "max_env_steps": 16_000, "checkpoint_every": 1_000}}
+    whole = train(config, ["exp_name=whole"])
+    broken = tmp_path / "runs" / "broken"
+    process = _start(["run", "--config", str(_write_config(tmp_path, config)), "--exp-name", "broken"], tmp_path)
+    workers = _wait_rows(process, broken / "metrics.jsonl", 40)
+    assert len(workers) == 2
+    if how == "sigterm_to_zoo_run":
+        process.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == (143 if how == "sigterm_to_zoo_run" else 130), err
+    assert "continue with: zoo run --resume" in out
+    assert _alive(workers) == []
+    stopped_at = len(_rows(broken))
+    assert load_weights_only(broken / "checkpoint.pt")["loop"]["iteration"] == stopped_at  # saved at the stop
+    summary = train(None, resume=broken)
+    assert summary["reason"] == "max_env_steps"
+    assert _rows(broken) == _rows(Path(whole["run_dir"]))
+    mine = load_weights_only(broken / "checkpoint.pt")["policy"]["model"]
+    reference = load_weights_only(Path(whole["run_dir"]) / "checkpoint.pt")["policy"]["model"]
+    assert all(torch.equal(mine[key], reference[key]) for key in reference)
+
+
+def _assert_stopped_in_one_line(process: subprocess.Popen, workers: list[int], started: float, pattern: str):
+    out, err = process.communicate(timeout=60)
+    elapsed = time.monotonic() - started
+    assert process.returncode != 0 and elapsed < 30, (elapsed, err)
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("steps ")]  # progress
+    assert len(lines) == 1 and lines[0].startswith("zoo: error: worker 1 of 2 "), err
+    assert pattern in lines[0] and "--resume" in lines[0], lines[0]
+    assert _alive(workers) == []
+
+
+def test_a_killed_worker_stops_the_run_within_30s_in_one_line_with_the_checkpoint_intact(tmp_path):
+    import zoo
+
+    config = {**DPPO, "runs_dir": str(tmp_path / "runs"),
+              "pipeline": {**DPPO["pipeline"], "max_env_steps": 10_000_000, "checkpoint_every": 10}}
+    run_dir = tmp_path / "runs" / "d"
+    process = _start(["run", "--config", str(_write_config(tmp_path, config))], tmp_path)
+    workers = _wait_rows(process, run_dir / "metrics.jsonl", 25)
+    os.kill(workers[1], signal.SIGKILL)
+    _assert_stopped_in_one_line(process, workers, time.monotonic(), "was killed by SIGKILL")
+    assert load_weights_only(run_dir / "checkpoint.pt")["loop"]["iteration"] >= 20
+    agent = zoo.load(run_dir)
+    assert agent.predict(np.zeros(4, dtype=np.float32)) in (0, 1)
+
+
+def test_a_worker_that_raises_is_named_with_its_error_and_custom_envs_work_in_every_worker(tmp_path):
+    (tmp_path / "raising_env.py").write_text(RAISING_ENV)
+    config = {**DPPO, "runs_dir": str(tmp_path / "runs"), "import_names": ["raising_env"],
+              "env": {"id": "raising_cartpole", "kwargs": {"fail_after": 800}},
+              "pipeline": {**DPPO["pipeline"], "checkpoint_every": 5}}
+    process = _start(["run", "--config", str(_write_config(tmp_path, config))], tmp_path)
+    started = time.monotonic()
+    workers = _wait_rows(process, tmp_path / "runs" / "d" / "metrics.jsonl", 1)
+    _assert_stopped_in_one_line(process, workers, started, "failed: ValueError: the test env broke on purpose")
+    assert load_weights_only(tmp_path / "runs" / "d" / "checkpoint.pt")["loop"]["iteration"] >= 5
+
+
+def test_two_torchrun_nodes_on_loopback_train_one_run(tmp_path):
+    config = {**DPPO, "runs_dir": str(tmp_path / "runs"), "pipeline": {**DPPO["pipeline"], "max_env_steps": 2_048}}
+    path = _write_config(tmp_path, config)
+    port = _free_port()
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+             f"--node-rank={rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
+             "-m", "zoo", "run", "--config", str(path)],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [node.communicate(timeout=180) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["d"]  # rank 0 alone made a run directory
+    rows = _rows(tmp_path / "runs" / "d")
+    assert rows[-1]["env_steps"] == 2_048 and len(rows) == 2_048 // (2 * 2 * 16)
+    assert len(load_weights_only(tmp_path / "runs" / "d" / "checkpoint.pt")["workers"]) == 2

@@ -1,0 +1,294 @@
+"""Starting and supervising the worker processes of a multi-process pipeline (``parallel_sync``).
+
+Two ways in, one code path:
+
+- ``zoo run`` / ``zoo.train`` on one machine: this process becomes a supervisor. It hosts the rendezvous store
+  on a free loopback port (the OS picks it, so there is no race for a port), spawns ``world_size`` worker
+  processes (``multiprocessing`` spawn: each loads plugins and ``import_names`` again) and watches them. Each
+  worker joins the gloo (CPU) or nccl (CUDA) process group and runs the same training code as a serial run;
+  rank 0 alone owns the run directory.
+- ``torchrun ... -m zoo run --config FILE``: each process torchrun starts finds RANK, WORLD_SIZE, LOCAL_RANK,
+  MASTER_ADDR and MASTER_PORT in its environment and joins the process group itself; torchrun supervises.
+
+Faults. A worker that raises reports one line (its exception) to the supervisor and exits; a worker that is
+killed is seen through its exit code. The supervisor then lets the others stop (they fail at their next
+collective, whose peer is gone), kills what is left after a few seconds, and raises ``WorkerError`` naming the
+first worker that failed and why. Errors that only follow from a peer's death (a collective that lost its peer)
+are not taken as the cause when another worker's own failure is known. Stop signals (Ctrl-C, SIGTERM, SIGHUP)
+reaching the supervisor are forwarded to every worker as SIGTERM: the workers agree to stop after the current
+iteration, rank 0 saves, and everything exits. Workers also get SIGTERM if the supervisor itself dies (Linux
+``PR_SET_PDEATHSIG``), so no process is left behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from easydict import EasyDict
+
+from .config import to_plain
+from .errors import ZooError
+from .registry import PIPELINE_REGISTRY
+
+# How long the supervisor lets the other workers exit on their own after one failed, before killing them.
+_STOP_GRACE_S = 5.0
+# Substrings of errors that only say a collective lost its peer (a consequence, not a cause).
+_PEER_ERRORS = ("connection closed by peer", "connection reset", "broken pipe", "gloo", "nccl", "timed out",
+                "socket", "disconnect")
+_TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+class WorkerError(ZooError):
+    """A worker process failed (an exception or a kill); the run was stopped."""
+
+
+def is_distributed(cfg: EasyDict) -> bool:
+    """Whether the config's pipeline runs in several processes (``world_size > 1`` on a distributed pipeline)."""
+    pipeline_cls = PIPELINE_REGISTRY.get(cfg.pipeline.type)
+    return bool(getattr(pipeline_cls, "distributed", False)) and int(cfg.pipeline.get("world_size", 1)) > 1
+
+
+def under_torchrun() -> bool:
+    """True in a process started by torchrun (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT)."""
+    return all(name in os.environ for name in _TORCHRUN_VARIABLES)
+
+
+def _backend(cfg: EasyDict) -> str:
+    backend = cfg.pipeline.get("backend", "auto")
+    if backend == "auto":
+        return "nccl" if str(cfg.device).startswith("cuda") else "gloo"
+    return backend
+
+
+def _place_on_device(cfg: EasyDict, local_rank: int) -> None:
+    # One GPU per worker on a machine: a plain "cuda" device becomes cuda:LOCAL_RANK (modulo the GPUs there).
+    if str(cfg.device).startswith("cuda") and torch.cuda.is_available():
+        index = local_rank % torch.cuda.device_count()
+        cfg.device = f"cuda:{index}"
+        torch.cuda.set_device(index)
+
+
+def join_from_environment(cfg: EasyDict) -> None:
+    """Join the process group torchrun describes (env://), adopting its WORLD_SIZE as ``pipeline.world_size``."""
+    if dist.is_initialized():
+        return
+    world_size = int(os.environ["WORLD_SIZE"])
+    if world_size != cfg.pipeline.world_size and int(os.environ["RANK"]) == 0:
+        print(f"zoo: pipeline.world_size is {cfg.pipeline.world_size} in the config; torchrun started "
+              f"{world_size} processes: using {world_size}", file=sys.stderr, flush=True)
+    cfg.pipeline.world_size = world_size
+    _place_on_device(cfg, int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group(_backend(cfg), init_method="env://",
+                            timeout=datetime.timedelta(seconds=float(cfg.pipeline.timeout_s)))
+
+
+def _die_with_parent() -> None:
+    try:  # Linux: SIGTERM when the supervisor dies, so that a killed supervisor leaves no workers behind
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the supervisor died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    detail = text[0][:300] if text else ""
+    if isinstance(error, ZooError):
+        return detail or type(error).__name__
+    return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+
+
+def _is_peer_error(error: BaseException) -> bool:
+    if isinstance(error, ZooError):
+        return False
+    if isinstance(error, getattr(dist, "DistError", ())):
+        return True
+    message = str(error).lower()
+    return isinstance(error, (RuntimeError, ConnectionError, OSError)) and any(s in message for s in _PEER_ERRORS)
+
+
+def _worker(rank: int, world_size: int, port: int, cfg_plain: dict[str, Any], resume: str | None,
+            conn: multiprocessing.connection.Connection, entry: Callable[..., dict[str, Any]]) -> None:
+    """A spawned worker: join the process group, run ``entry``, report to the supervisor through ``conn``."""
+    _die_with_parent()
+    code = 0
+    try:
+        cfg = EasyDict(cfg_plain)
+        _place_on_device(cfg, rank)
+        timeout = datetime.timedelta(seconds=float(cfg.pipeline.timeout_s))
+        store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=timeout)
+        dist.init_process_group(_backend(cfg), store=store, rank=rank, world_size=world_size, timeout=timeout)
+        summary = entry(cfg, resume, lambda path: conn.send(("run_dir", str(path))))
+        conn.send(("summary", summary))
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException as error:  # reported in one line; the supervisor decides what the user sees
+        if os.environ.get("ZOO_DEBUG"):
+            traceback.print_exc()
+        try:
+            conn.send(("failed", _one_line(error), _is_peer_error(error)))
+        except OSError:
+            pass
+        code = 1
+    finally:
+        conn.close()
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # a broken group cannot always be torn down cleanly; the process ends anyway
+                pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown: a broken process group can hang it
+
+
+class _Supervisor:
+    """Spawns the workers and watches them (see the module docstring)."""
+
+    def __init__(self, cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]]) -> None:
+        self.cfg, self.resume, self.entry = cfg, resume, entry
+        self.world_size = int(cfg.pipeline.world_size)
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        self.connections: dict[multiprocessing.connection.Connection, int] = {}
+        self.signal: int | None = None
+        self.run_dir: str | None = str(resume) if resume is not None else None
+        self.summary: dict[str, Any] | None = None
+        self.failures: list[tuple[int, str, bool]] = []  # (rank, cause, only a consequence of a peer's failure)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.signal is not None and signum == signal.SIGINT:  # a second Ctrl-C: stop everything now
+            self._kill_all()
+            raise KeyboardInterrupt
+        if self.signal is None:
+            self.signal = signum
+            print(f"zoo: {signal.Signals(signum).name} received: the workers save after the current iteration "
+                  f"(Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+        for process in self.processes:
+            if process.is_alive() and process.pid is not None:
+                try:
+                    os.kill(process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def _kill_all(self) -> None:
+        for process in self.processes:
+            if process.is_alive():
+                process.kill()
+        for process in self.processes:
+            process.join(5.0)
+
+    def run(self) -> dict[str, Any]:
+        timeout = datetime.timedelta(seconds=float(self.cfg.pipeline.timeout_s))
+        store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, timeout=timeout, wait_for_workers=False)
+        context = multiprocessing.get_context("spawn")
+        handlers = {}
+        catch = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            handlers = {signum: signal.signal(signum, self._on_signal) for signum in catch}
+        try:
+            cfg_plain = to_plain(self.cfg)
+            resume = None if self.resume is None else str(self.resume)
+            for rank in range(self.world_size):
+                reader, writer = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=_worker, name=f"zoo-worker-{rank}",
+                    args=(rank, self.world_size, store.port, cfg_plain, resume, writer, self.entry),
+                )
+                process.start()
+                writer.close()
+                self.processes.append(process)
+                self.connections[reader] = rank
+            self._watch()
+        except BaseException:
+            self._kill_all()
+            raise
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            del store
+        return self._outcome()
+
+    def _receive(self, conn: multiprocessing.connection.Connection) -> None:
+        rank = self.connections[conn]
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            del self.connections[conn]
+            return
+        kind = message[0]
+        if kind == "run_dir":
+            self.run_dir = message[1]
+        elif kind == "summary" and rank == 0:
+            self.summary = message[1]
+        elif kind == "failed":
+            self.failures.append((rank, message[1], bool(message[2])))
+
+    def _watch(self) -> None:
+        stop_deadline: float | None = None
+        while any(process.is_alive() for process in self.processes) or self.connections:
+            waitables: list[Any] = [*self.connections, *(p.sentinel for p in self.processes if p.is_alive())]
+            for ready in multiprocessing.connection.wait(waitables, timeout=0.5):
+                if ready in self.connections:
+                    self._receive(ready)
+            for rank, process in enumerate(self.processes):
+                if process.exitcode is not None and process.exitcode != 0 and not any(
+                        failed == rank for failed, _, _ in self.failures):
+                    if process.exitcode < 0:
+                        name = signal.Signals(-process.exitcode).name
+                        self.failures.append((rank, f"was killed by {name}", False))
+                    elif process.exitcode != 130 or self.signal is None:
+                        self.failures.append((rank, f"exited with code {process.exitcode}", True))
+            if (self.failures or self.signal is not None and self._any_exited()) and stop_deadline is None:
+                # The others fail on their own at their next collective (its peer is gone): give them a moment.
+                stop_deadline = time.monotonic() + _STOP_GRACE_S
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                self._kill_all()
+                self.connections.clear()
+
+    def _any_exited(self) -> bool:
+        return any(process.exitcode is not None and process.exitcode != 0 for process in self.processes)
+
+    def _outcome(self) -> dict[str, Any]:
+        for process in self.processes:
+            process.join(5.0)
+        own = [failure for failure in self.failures if not failure[2]]
+        if self.failures and (self.summary is None or own):
+            rank, cause, _ = (own or self.failures)[0]
+            where = (f"; the last checkpoint in {self.run_dir} is intact: zoo run --resume {self.run_dir}"
+                     if self.run_dir is not None else "")
+            raise WorkerError(f"worker {rank} of {self.world_size} {_verb(cause)}; all workers were stopped{where}")
+        if self.summary is None:
+            if self.signal is not None:
+                raise KeyboardInterrupt
+            raise WorkerError(f"the workers ended without a result (exit codes "
+                              f"{[process.exitcode for process in self.processes]})")
+        summary = dict(self.summary)
+        if self.signal is not None:
+            summary["exit_code"] = 128 + int(self.signal)
+        return summary
+
+
+def _verb(cause: str) -> str:
+    return cause if cause.startswith(("was killed", "exited")) else f"failed: {cause}"
+
+
+def spawn(cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    """Run ``entry(cfg, resume, on_run_dir)`` in ``cfg.pipeline.world_size`` spawned workers on loopback; return
+    rank 0's summary. Raises WorkerError (one line) when a worker fails; see the module docstring."""
+    return _Supervisor(cfg, resume, entry).run()

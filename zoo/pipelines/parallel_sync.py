@@ -1,0 +1,234 @@
+"""Synchronous data-parallel on-policy pipeline (DPPO): ``world_size`` workers on torch.distributed.
+
+Every worker is one process running this pipeline with its own rank: its own vector env (seeded apart through
+the rank), its own rollout and GAE, and its own gradients, which ``ctx.sync_gradients`` averages with rl_utils'
+``allreduce_grads`` between backward and the optimiser step. As every worker starts from rank 0's policy state
+and applies the same averaged gradient, the parameters stay identical on every worker after every step.
+
+Per iteration, besides the gradient all-reduces of ``learn`` (one per minibatch, plus one small sum per
+minibatch when advantages are normalised, over every worker's minibatch), the workers exchange:
+- the running observation and reward statistics each collected since the last iteration (classic DPPO: every
+  worker normalises with the statistics of all workers' data), one ``all_gather`` each;
+- finished episodes and learner metrics (one ``all_gather_object``), so every rank holds the same episode window
+  and rank 0's metrics rows describe the whole run;
+- every stop decision (budget, ``stop_return``, signals) through ``agree``: an all-reduce of one flag.
+
+Only rank 0 evaluates and writes the run directory; a checkpoint (a collective: every rank calls ``save``) holds
+the common state plus each worker's env snapshot and RNG streams under ``workers``, and a resume hands each rank
+its own part. ``env_steps`` counts the steps of all workers.
+
+Processes are started by ``zoo.launcher`` (``zoo run`` spawns them locally) or by ``torchrun``; this module only
+uses the initialised default process group.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+from easydict import EasyDict
+
+from ..errors import ConfigError
+from ..policies.base import LearnContext
+from ..rl_utils.distributed import allreduce_grads, sync_running_mean_std, world_info
+from .serial_onpolicy import SerialOnPolicyPipeline
+
+
+class Collectives:
+    """The collectives of one worker over the default process group, with the time spent averaging gradients.
+
+    Arguments:
+        device: where collective tensors live (the CUDA device under nccl, else the CPU).
+    """
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.world_size = world_info()[1]
+        self.sync_seconds, self.sync_calls = 0.0, 0
+        self._holders: dict[int, torch.nn.Parameter] = {}
+
+    def average_gradients(self, grad: torch.Tensor) -> None:
+        """Replace the flat gradient buffer ``grad`` by its mean over the workers (rl_utils' allreduce_grads)."""
+        key = grad.data_ptr()
+        holder = self._holders.get(key)
+        if holder is None or holder.grad is not grad:  # a parameter whose .grad is the flat buffer itself
+            holder = torch.nn.Parameter(grad.detach(), requires_grad=True)
+            holder.grad = grad
+            self._holders[key] = holder
+        start = time.perf_counter()
+        allreduce_grads([holder])
+        self.sync_seconds += time.perf_counter() - start
+        self.sync_calls += 1
+
+    def reduce_scalar(self, value: float, op: Any) -> float:
+        """``value`` reduced with ``op`` (a ``dist.ReduceOp``) over the workers (``value`` with one worker)."""
+        if self.world_size == 1:
+            return value
+        tensor = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor, op=op)
+        return float(tensor[0])
+
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """The element-wise sum of ``values`` over the workers (a new tensor on ``values``' device)."""
+        if self.world_size == 1:
+            return values.detach().clone()
+        out = values.detach().clone().to(self.device)
+        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        return out.to(values.device)
+
+
+class DistributedContext(LearnContext):
+    """``LearnContext`` whose hooks are ``collectives`` over the workers (see ``LearnContext``)."""
+
+    def __init__(self, collectives: Collectives, **counters: Any) -> None:
+        super().__init__(**counters)
+        self.collectives = collectives
+
+    def sync_gradients(self, grad: torch.Tensor) -> None:
+        self.collectives.average_gradients(grad)
+
+    def mean(self, value: float) -> float:
+        return self.collectives.reduce_scalar(float(value), dist.ReduceOp.SUM) / self.world_size
+
+    def min(self, value: int) -> int:
+        return int(self.collectives.reduce_scalar(value, dist.ReduceOp.MIN))
+
+    def any(self, flag: bool) -> bool:
+        return bool(self.collectives.reduce_scalar(int(flag), dist.ReduceOp.MAX))
+
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        return self.collectives.sum(values)
+
+
+class ParallelSyncPipeline(SerialOnPolicyPipeline):
+    """DPPO's pipeline: ``world_size`` synchronous data-parallel workers (see the module docstring).
+
+    Config keys besides the serial on-policy ones: ``world_size`` (workers; ``zoo run`` spawns them, ``torchrun``
+    sets them from WORLD_SIZE), ``backend`` (``auto``: gloo on CPU, nccl on CUDA) and ``timeout_s`` (how long a
+    collective may wait for a silent peer). Observation and reward normalisation default to on, as in DPPO.
+    """
+
+    distributed: ClassVar[bool] = True
+    default_config: ClassVar[dict[str, Any]] = {
+        **SerialOnPolicyPipeline.default_config,
+        "world_size": 2,
+        "backend": "auto",
+        "timeout_s": 300.0,
+        "normalize_obs": True,
+        "normalize_reward": True,
+    }
+    config_ranges: ClassVar[dict[str, Any]] = {
+        **SerialOnPolicyPipeline.config_ranges,
+        "world_size": (1, 65_536),
+        "timeout_s": (1.0, None),
+    }
+    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {
+        **SerialOnPolicyPipeline.config_choices, "backend": ("auto", "gloo", "nccl"),
+    }
+    frozen_keys: ClassVar[tuple[str, ...]] = (*SerialOnPolicyPipeline.frozen_keys, "world_size")
+
+    def __init__(self, cfg: EasyDict, rank: int = 0, world_size: int = 1) -> None:
+        rank, world_size = world_info()
+        if world_size != cfg.pipeline.world_size:
+            raise ConfigError(
+                f"pipeline parallel_sync has world_size {cfg.pipeline.world_size} but this process group has "
+                f"{world_size} process(es): start it with `zoo run` or zoo.train (they spawn the workers), or "
+                f"under torchrun, which sets WORLD_SIZE"
+            )
+        self._obs_common: dict[str, Any] | None = None
+        self._reward_common: dict[str, Any] | None = None
+        super().__init__(cfg, rank, world_size)
+
+    def build(self) -> None:
+        super().build()
+        nccl = dist.is_initialized() and dist.get_backend() == "nccl"
+        self.collectives = Collectives(self.device if nccl else "cpu")
+        if self.world_size > 1:  # every worker starts from rank 0's weights and optimiser state
+            box = [self.policy.state_dict() if self.rank == 0 else None]
+            dist.broadcast_object_list(box, src=0)
+            if self.rank != 0:
+                self.policy.load_state_dict(box[0])
+        self._remember_normalizers()
+
+    # -- collectives ---------------------------------------------------------------------------------------
+    def agree(self, flag: bool) -> bool:
+        return bool(self.collectives.reduce_scalar(int(flag), dist.ReduceOp.MAX))
+
+    def learn_context(self, updates: int = 1) -> LearnContext:
+        if self.world_size == 1:
+            return super().learn_context(updates)
+        return DistributedContext(self.collectives, progress=self.progress(), iteration=self.iteration,
+                                  env_steps=self.env_steps, rank=self.rank, world_size=self.world_size,
+                                  updates=updates)
+
+    def _remember_normalizers(self) -> None:
+        collector = self.collector
+        if collector.obs_normalizer is not None:
+            self._obs_common = collector.obs_normalizer.obs_rms.state_dict()
+        if collector.reward_normalizer is not None:
+            self._reward_common = collector.reward_normalizer.normalizer.return_rms.state_dict()
+
+    def _sync_normalizers(self) -> None:
+        collector = self.collector
+        if collector.obs_normalizer is not None:
+            self._obs_common = sync_running_mean_std(
+                collector.obs_normalizer.obs_rms, self._obs_common, device=self.collectives.device)
+        if collector.reward_normalizer is not None:
+            self._reward_common = sync_running_mean_std(
+                collector.reward_normalizer.normalizer.return_rms, self._reward_common, device=self.collectives.device)
+
+    # -- one iteration ------------------------------------------------------------------------------------
+    def iterate(self) -> dict[str, float]:
+        rollout = self.collector.rollout(self.policy, self.cfg.pipeline.rollout_steps)
+        self.env_steps += rollout.steps * rollout.num_envs * self.world_size
+        self._sync_normalizers()
+        batch = self.policy.process_rollout(rollout)
+        sync = self.collectives
+        calls, seconds = sync.sync_calls, sync.sync_seconds
+        metrics = self.policy.learn(batch, self.learn_context())
+        if sync.sync_calls > calls:
+            metrics["allreduce_ms"] = 1000.0 * (sync.sync_seconds - seconds) / (sync.sync_calls - calls)
+        episodes = self.collector.pop_finished()
+        if self.world_size == 1:
+            self.record_episodes(episodes)
+            return metrics
+        parts: list[Any] = [None] * self.world_size
+        dist.all_gather_object(parts, (episodes, metrics))
+        totals: dict[str, list[float]] = {}
+        for worker_episodes, worker_metrics in parts:  # rank order: every rank records the same window
+            self.record_episodes(worker_episodes)
+            for key, value in worker_metrics.items():
+                totals.setdefault(key, []).append(float(value))
+        return {key: sum(values) / len(values) for key, values in totals.items()}
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The common state plus ``workers``: each rank's components and RNG streams (a collective; complete
+        on rank 0 only)."""
+        state = super().state_dict()
+        own = {"components": state["components"], "rng": state["rng"]}
+        if self.world_size == 1:
+            state["workers"] = [own]
+            return state
+        gathered: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
+        dist.gather_object(own, gathered, dst=0)
+        state["workers"] = gathered
+        return state
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Restore a checkpoint read by rank 0 (other ranks pass None and receive it; a collective)."""
+        if self.world_size > 1:
+            box = [state if self.rank == 0 else None]
+            dist.broadcast_object_list(box, src=0)
+            state = box[0]
+        if state is None:  # nothing saved yet: every rank starts afresh
+            return
+        workers = state.get("workers")
+        if not isinstance(workers, list) or len(workers) != self.world_size:
+            count = len(workers) if isinstance(workers, list) else "no"
+            raise ConfigError(f"the checkpoint holds {count} workers' state, this run has {self.world_size}")
+        own = workers[self.rank]
+        super().load_state_dict({**state, "components": own["components"], "rng": own["rng"]})
+        self._remember_normalizers()
