@@ -445,6 +445,16 @@ CASES = [
     Case("eval-every-negative", lambda c: c.new(*S("pipeline.eval_every=-1")), ("pipeline.eval_every",)),
     Case("num-envs-zero", lambda c: c.new(*S("pipeline.num_envs=0")), ("pipeline.num_envs",)),
     Case("rollout-steps-string", lambda c: c.new(*S("pipeline.rollout_steps=lots")), ("pipeline.rollout_steps",)),
+    # data-parallel pipeline: refused before any worker starts
+    Case("world-size-zero", lambda c: c.new(*S("pipeline.type=parallel_sync", "pipeline.world_size=0")),
+         ("pipeline.world_size",)),
+    Case("world-size-string", lambda c: c.new(*S("pipeline.type=parallel_sync", "pipeline.world_size=two")),
+         ("pipeline.world_size",)),
+    Case("backend-unknown", lambda c: c.new(*S("pipeline.type=parallel_sync", "pipeline.backend=mpi")),
+         ("pipeline.backend",)),
+    Case("backend-nccl-on-cpu", lambda c: c.new(*S("pipeline.type=parallel_sync", "pipeline.backend=nccl")),
+         ("nccl", "device")),
+    Case("world-size-on-serial", lambda c: c.new(*S("pipeline.world_size=2")), ("pipeline.world_size",)),
     # malformed lists
     Case("hidden-float", lambda c: c.new(*S("policy.hidden_sizes=[64.5]")), ("policy.hidden_sizes",)),
     Case("hidden-bool", lambda c: c.new(*S("policy.hidden_sizes=[true]")), ("policy.hidden_sizes",)),

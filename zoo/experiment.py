@@ -195,6 +195,7 @@ def train(
         cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
         run_path = None
     if launcher.is_distributed(cfg) or (launcher.under_torchrun() and _pipeline_is_distributed(cfg)):
+        launcher.check_backend(cfg)
         if launcher.under_torchrun():
             launcher.join_from_environment(cfg)
         else:

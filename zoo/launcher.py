@@ -3,10 +3,10 @@
 Two ways in, one code path:
 
 - ``zoo run`` / ``zoo.train`` on one machine: this process becomes a supervisor. It hosts the rendezvous store
-  on a free loopback port (the OS picks it, so there is no race for a port), spawns ``world_size`` worker
-  processes (``multiprocessing`` spawn: each loads plugins and ``import_names`` again) and watches them. Each
-  worker joins the gloo (CPU) or nccl (CUDA) process group and runs the same training code as a serial run;
-  rank 0 alone owns the run directory.
+  on a free loopback port (the OS picks it, so there is no race for a port), starts ``world_size`` fresh Python
+  worker processes (each loads plugins and ``import_names`` again, and never re-runs the caller's script) and
+  watches them. Each worker joins the gloo (CPU) or nccl (CUDA) process group and runs the same training code
+  as a serial run; rank 0 alone owns the run directory.
 - ``torchrun ... -m zoo run --config FILE``: each process torchrun starts finds RANK, WORLD_SIZE, LOCAL_RANK,
   MASTER_ADDR and MASTER_PORT in its environment and joins the process group itself; torchrun supervises.
 
@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import ctypes
 import datetime
-import multiprocessing
+import importlib
 import multiprocessing.connection
 import os
+import pickle
 import signal
+import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -40,7 +43,7 @@ import torch.distributed as dist
 from easydict import EasyDict
 
 from .config import to_plain
-from .errors import ZooError
+from .errors import ConfigError, ZooError
 from .registry import PIPELINE_REGISTRY
 
 # How long the supervisor lets the other workers exit on their own after one failed, before killing them.
@@ -71,6 +74,15 @@ def _backend(cfg: EasyDict) -> str:
     if backend == "auto":
         return "nccl" if str(cfg.device).startswith("cuda") else "gloo"
     return backend
+
+
+def check_backend(cfg: EasyDict) -> None:
+    """Refuse (ConfigError) a backend the config's device cannot use, before any process starts."""
+    if _backend(cfg) == "nccl" and not str(cfg.device).startswith("cuda"):
+        raise ConfigError(f"pipeline.backend 'nccl' needs CUDA but device is '{cfg.device}': "
+                          f"set device=cuda, or pipeline.backend=gloo (or auto)")
+    if _backend(cfg) == "nccl" and not dist.is_nccl_available():
+        raise ConfigError("pipeline.backend 'nccl' is not available in this torch build: use pipeline.backend=gloo")
 
 
 def _place_on_device(cfg: EasyDict, local_rank: int) -> None:
@@ -121,18 +133,29 @@ def _is_peer_error(error: BaseException) -> bool:
     return isinstance(error, (RuntimeError, ConnectionError, OSError)) and any(s in message for s in _PEER_ERRORS)
 
 
-def _worker(rank: int, world_size: int, port: int, cfg_plain: dict[str, Any], resume: str | None,
-            conn: multiprocessing.connection.Connection, entry: Callable[..., dict[str, Any]]) -> None:
-    """A spawned worker: join the process group, run ``entry``, report to the supervisor through ``conn``."""
+def worker_main() -> None:
+    """Entry point of a worker process started by the supervisor (``python -c ... worker_main()``).
+
+    Reads its assignment (pickled: rank, world size, store port, config, resume path, entry, ``sys.path``) from
+    stdin, joins the process group, runs the entry and reports to the supervisor on the file descriptor named by
+    its first argument. A worker runs no code of the user's main module (unlike multiprocessing's spawn), so a
+    script that calls ``zoo.train`` needs no ``if __name__ == "__main__"`` guard.
+    """
+    conn = multiprocessing.connection.Connection(int(sys.argv[1]), readable=False)
+    job = pickle.loads(sys.stdin.buffer.read())
+    sys.path[:] = job["sys_path"]
     _die_with_parent()
+    rank, world_size = job["rank"], job["world_size"]
     code = 0
     try:
-        cfg = EasyDict(cfg_plain)
+        module, name = job["entry"].split(":")
+        entry = getattr(importlib.import_module(module), name)
+        cfg = EasyDict(job["cfg"])
         _place_on_device(cfg, rank)
         timeout = datetime.timedelta(seconds=float(cfg.pipeline.timeout_s))
-        store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=timeout)
+        store = dist.TCPStore("127.0.0.1", job["port"], world_size, is_master=False, timeout=timeout)
         dist.init_process_group(_backend(cfg), store=store, rank=rank, world_size=world_size, timeout=timeout)
-        summary = entry(cfg, resume, lambda path: conn.send(("run_dir", str(path))))
+        summary = entry(cfg, job["resume"], lambda path: conn.send(("run_dir", str(path))))
         conn.send(("summary", summary))
     except KeyboardInterrupt:
         code = 130
@@ -157,12 +180,12 @@ def _worker(rank: int, world_size: int, port: int, cfg_plain: dict[str, Any], re
 
 
 class _Supervisor:
-    """Spawns the workers and watches them (see the module docstring)."""
+    """Starts the workers and watches them (see the module docstring)."""
 
     def __init__(self, cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]]) -> None:
         self.cfg, self.resume, self.entry = cfg, resume, entry
         self.world_size = int(cfg.pipeline.world_size)
-        self.processes: list[multiprocessing.process.BaseProcess] = []
+        self.processes: list[subprocess.Popen] = []
         self.connections: dict[multiprocessing.connection.Connection, int] = {}
         self.signal: int | None = None
         self.run_dir: str | None = str(resume) if resume is not None else None
@@ -178,42 +201,45 @@ class _Supervisor:
             print(f"zoo: {signal.Signals(signum).name} received: the workers save after the current iteration "
                   f"(Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
         for process in self.processes:
-            if process.is_alive() and process.pid is not None:
-                try:
-                    os.kill(process.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
 
     def _kill_all(self) -> None:
         for process in self.processes:
-            if process.is_alive():
+            if process.poll() is None:
                 process.kill()
         for process in self.processes:
-            process.join(5.0)
+            try:
+                process.wait(5.0)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _start(self, rank: int, port: int) -> None:
+        reader, writer = os.pipe()
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from zoo.launcher import worker_main; worker_main()", str(writer)],
+            stdin=subprocess.PIPE, pass_fds=(writer,),
+        )
+        os.close(writer)
+        self.processes.append(process)
+        self.connections[multiprocessing.connection.Connection(reader, writable=False)] = rank
+        job = {"rank": rank, "world_size": self.world_size, "port": port, "cfg": to_plain(self.cfg),
+               "resume": None if self.resume is None else str(self.resume), "sys_path": list(sys.path),
+               "entry": f"{self.entry.__module__}:{self.entry.__qualname__}"}
+        assert process.stdin is not None
+        process.stdin.write(pickle.dumps(job))
+        process.stdin.close()
 
     def run(self) -> dict[str, Any]:
         timeout = datetime.timedelta(seconds=float(self.cfg.pipeline.timeout_s))
         store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, timeout=timeout, wait_for_workers=False)
-        context = multiprocessing.get_context("spawn")
         handlers = {}
-        catch = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
-        import threading
-
         if threading.current_thread() is threading.main_thread():
+            catch = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
             handlers = {signum: signal.signal(signum, self._on_signal) for signum in catch}
         try:
-            cfg_plain = to_plain(self.cfg)
-            resume = None if self.resume is None else str(self.resume)
             for rank in range(self.world_size):
-                reader, writer = context.Pipe(duplex=False)
-                process = context.Process(
-                    target=_worker, name=f"zoo-worker-{rank}",
-                    args=(rank, self.world_size, store.port, cfg_plain, resume, writer, self.entry),
-                )
-                process.start()
-                writer.close()
-                self.processes.append(process)
-                self.connections[reader] = rank
+                self._start(rank, store.port)
             self._watch()
         except BaseException:
             self._kill_all()
@@ -221,6 +247,8 @@ class _Supervisor:
         finally:
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
+            for conn in self.connections:
+                conn.close()
             del store
         return self._outcome()
 
@@ -228,8 +256,9 @@ class _Supervisor:
         rank = self.connections[conn]
         try:
             message = conn.recv()
-        except (EOFError, OSError):
+        except (EOFError, OSError):  # the worker ended (its end of the pipe closed)
             del self.connections[conn]
+            conn.close()
             return
         kind = message[0]
         if kind == "run_dir":
@@ -241,32 +270,32 @@ class _Supervisor:
 
     def _watch(self) -> None:
         stop_deadline: float | None = None
-        while any(process.is_alive() for process in self.processes) or self.connections:
-            waitables: list[Any] = [*self.connections, *(p.sentinel for p in self.processes if p.is_alive())]
-            for ready in multiprocessing.connection.wait(waitables, timeout=0.5):
-                if ready in self.connections:
-                    self._receive(ready)
+        while any(process.poll() is None for process in self.processes) or self.connections:
+            for ready in multiprocessing.connection.wait(list(self.connections), timeout=0.2):
+                self._receive(ready)  # type: ignore[arg-type]
             for rank, process in enumerate(self.processes):
-                if process.exitcode is not None and process.exitcode != 0 and not any(
-                        failed == rank for failed, _, _ in self.failures):
-                    if process.exitcode < 0:
-                        name = signal.Signals(-process.exitcode).name
-                        self.failures.append((rank, f"was killed by {name}", False))
-                    elif process.exitcode != 130 or self.signal is None:
-                        self.failures.append((rank, f"exited with code {process.exitcode}", True))
-            if (self.failures or self.signal is not None and self._any_exited()) and stop_deadline is None:
+                code = process.poll()
+                if code is not None and code != 0 and not any(failed == rank for failed, _, _ in self.failures):
+                    if code < 0:
+                        self.failures.append((rank, f"was killed by {signal.Signals(-code).name}", False))
+                    elif code != 130 or self.signal is None:
+                        self.failures.append((rank, f"exited with code {code}", True))
+            exited = any(process.poll() not in (None, 0) for process in self.processes)
+            if (self.failures or self.signal is not None and exited) and stop_deadline is None:
                 # The others fail on their own at their next collective (its peer is gone): give them a moment.
                 stop_deadline = time.monotonic() + _STOP_GRACE_S
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 self._kill_all()
+                for conn in self.connections:
+                    conn.close()
                 self.connections.clear()
-
-    def _any_exited(self) -> bool:
-        return any(process.exitcode is not None and process.exitcode != 0 for process in self.processes)
 
     def _outcome(self) -> dict[str, Any]:
         for process in self.processes:
-            process.join(5.0)
+            try:
+                process.wait(5.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
         own = [failure for failure in self.failures if not failure[2]]
         if self.failures and (self.summary is None or own):
             rank, cause, _ = (own or self.failures)[0]
@@ -277,7 +306,7 @@ class _Supervisor:
             if self.signal is not None:
                 raise KeyboardInterrupt
             raise WorkerError(f"the workers ended without a result (exit codes "
-                              f"{[process.exitcode for process in self.processes]})")
+                              f"{[process.returncode for process in self.processes]})")
         summary = dict(self.summary)
         if self.signal is not None:
             summary["exit_code"] = 128 + int(self.signal)
@@ -289,6 +318,7 @@ def _verb(cause: str) -> str:
 
 
 def spawn(cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]]) -> dict[str, Any]:
-    """Run ``entry(cfg, resume, on_run_dir)`` in ``cfg.pipeline.world_size`` spawned workers on loopback; return
-    rank 0's summary. Raises WorkerError (one line) when a worker fails; see the module docstring."""
+    """Run ``entry(cfg, resume, on_run_dir)`` (a module-level function) in ``cfg.pipeline.world_size`` worker
+    processes on loopback; return rank 0's summary. Raises WorkerError (one line) when a worker fails; see the
+    module docstring."""
     return _Supervisor(cfg, resume, entry).run()

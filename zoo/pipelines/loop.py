@@ -9,7 +9,7 @@ Glossary (the loop levels, written once here):
 
 The loop owns: per-process set-up (plugins, threads, seeds derived per rank and component), counters, the
 episode-statistics window (``pipeline.stats_window``), evaluation and checkpoint cadence, stop conditions
-(budget, ``stop_return``, signals; each passed through ``agree`` so that several processes decide together),
+(budget, ``stop_return``, signals; the last two through ``agree`` so that several processes decide together),
 metrics rows, progress, and save/restore composed from the components' ``state_dict``. A pipeline subclass
 implements ``build`` (make the policy and its components), ``iterate`` and, when it has any, ``components``.
 
@@ -111,9 +111,10 @@ class TrainingLoop:
         """The saved form of ``observation_normalizer`` (read by ``zoo eval`` and ``zoo.load``), or None."""
         return None
 
-    def agree(self, flag: bool) -> bool:
-        """A decision every process must share (stop, interrupt): the hook multi-process pipelines override."""
-        return flag
+    def agree(self, *flags: bool) -> tuple[bool, ...]:
+        """Decisions every process must share (stop, interrupt): each flag becomes true everywhere when it is true
+        anywhere. The hook multi-process pipelines override (one collective for all the flags)."""
+        return flags
 
     def close(self) -> None:
         """Release the policy's and the components' resources (envs, workers, background threads)."""
@@ -263,7 +264,7 @@ class TrainingLoop:
         with StopSignals() as signals:
             try:
                 while reason is None:
-                    if self.agree(self.env_steps >= pipe.max_env_steps):
+                    if self.env_steps >= pipe.max_env_steps:  # the same counters on every process
                         reason = "max_env_steps"
                         break
                     current = self.iteration + 1
@@ -278,9 +279,10 @@ class TrainingLoop:
                     if primary:
                         run_dir.append_metrics(row)
                         progress.update(self.env_steps, row)
-                    if self.agree(self._solved()):
+                    solved, interrupted = self.agree(self._solved(), signals.received is not None)
+                    if solved:
                         reason, self.reached_stop_return = "stop_return", pipe.stop_return
-                    elif self.agree(signals.received is not None):
+                    elif interrupted:
                         reason = "interrupted"
                     elif pipe.checkpoint_every and self.iteration % pipe.checkpoint_every == 0:
                         self.save(run_dir)

@@ -5,13 +5,17 @@ the rank), its own rollout and GAE, and its own gradients, which ``ctx.sync_grad
 ``allreduce_grads`` between backward and the optimiser step. As every worker starts from rank 0's policy state
 and applies the same averaged gradient, the parameters stay identical on every worker after every step.
 
-Per iteration, besides the gradient all-reduces of ``learn`` (one per minibatch, plus one small sum per
-minibatch when advantages are normalised, over every worker's minibatch), the workers exchange:
+Per iteration, besides the gradient all-reduces of ``learn`` (one per minibatch; PPO adds one small sum per
+iteration for the advantage moments of every minibatch over all workers, and one min for the minibatch count),
+the workers exchange, in four collectives:
 - the running observation and reward statistics each collected since the last iteration (classic DPPO: every
-  worker normalises with the statistics of all workers' data), one ``all_gather`` each;
+  worker normalises with the statistics of all workers' data), one ``all_gather``;
 - finished episodes and learner metrics (one ``all_gather_object``), so every rank holds the same episode window
   and rank 0's metrics rows describe the whole run;
-- every stop decision (budget, ``stop_return``, signals) through ``agree``: an all-reduce of one flag.
+- the stop decisions (``stop_return``, signals) through ``agree``: one all-reduce of two flags. The budget needs
+  none: every rank holds the same counters.
+
+On a machine with few cores the collectives' latency is the limit: see ``benchmarks/parallel_bench.py``.
 
 Only rank 0 evaluates and writes the run directory; a checkpoint (a collective: every rank calls ``save``) holds
 the common state plus each worker's env snapshot and RNG streams under ``workers``, and a resume hands each rank
@@ -137,8 +141,7 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
                 f"{world_size} process(es): start it with `zoo run` or zoo.train (they spawn the workers), or "
                 f"under torchrun, which sets WORLD_SIZE"
             )
-        self._obs_common: dict[str, Any] | None = None
-        self._reward_common: dict[str, Any] | None = None
+        self._common: list[dict[str, Any]] = []  # the normalisers' statistics as of the last synchronisation
         super().__init__(cfg, rank, world_size)
 
     def build(self) -> None:
@@ -153,8 +156,12 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
         self._remember_normalizers()
 
     # -- collectives ---------------------------------------------------------------------------------------
-    def agree(self, flag: bool) -> bool:
-        return bool(self.collectives.reduce_scalar(int(flag), dist.ReduceOp.MAX))
+    def agree(self, *flags: bool) -> tuple[bool, ...]:
+        if self.world_size == 1:
+            return flags
+        tensor = torch.tensor([int(flag) for flag in flags], dtype=torch.int32, device=self.collectives.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tuple(bool(value) for value in tensor.tolist())
 
     def learn_context(self, updates: int = 1) -> LearnContext:
         if self.world_size == 1:
@@ -163,21 +170,22 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
                                   env_steps=self.env_steps, rank=self.rank, world_size=self.world_size,
                                   updates=updates)
 
-    def _remember_normalizers(self) -> None:
+    def _normalizer_statistics(self) -> list[Any]:
         collector = self.collector
+        found = []
         if collector.obs_normalizer is not None:
-            self._obs_common = collector.obs_normalizer.obs_rms.state_dict()
+            found.append(collector.obs_normalizer.obs_rms)
         if collector.reward_normalizer is not None:
-            self._reward_common = collector.reward_normalizer.normalizer.return_rms.state_dict()
+            found.append(collector.reward_normalizer.normalizer.return_rms)
+        return found
+
+    def _remember_normalizers(self) -> None:
+        self._common = [statistics.state_dict() for statistics in self._normalizer_statistics()]
 
     def _sync_normalizers(self) -> None:
-        collector = self.collector
-        if collector.obs_normalizer is not None:
-            self._obs_common = sync_running_mean_std(
-                collector.obs_normalizer.obs_rms, self._obs_common, device=self.collectives.device)
-        if collector.reward_normalizer is not None:
-            self._reward_common = sync_running_mean_std(
-                collector.reward_normalizer.normalizer.return_rms, self._reward_common, device=self.collectives.device)
+        statistics = self._normalizer_statistics()
+        if statistics:  # observations and rewards in one all_gather
+            self._common = sync_running_mean_std(statistics, self._common, device=self.collectives.device)
 
     # -- one iteration ------------------------------------------------------------------------------------
     def iterate(self) -> dict[str, float]:

@@ -44,20 +44,47 @@ def normalize_advantage(advantage: torch.Tensor, ctx: LearnContext | None = None
 
     With data-parallel learners (``ctx.world_size > 1``) the mean and std are those of every learner's
     samples together (one ``ctx.sum`` of count, sum and sum of squares), so that W learners with B samples each
-    normalise exactly as one learner with W x B samples.
+    normalise exactly as one learner with W x B samples. ``advantage_moments`` does the same for many minibatches
+    in one collective.
     """
     if ctx is not None and ctx.world_size > 1:
-        flat = advantage.reshape(-1)
-        moments = ctx.sum(torch.stack([flat.new_tensor(float(flat.numel())), flat.sum(), flat.square().sum()]))
-        count = float(moments[0])
-        if count < 2:
-            return advantage
-        mean = moments[1] / count
-        var = (moments[2] - count * mean * mean).clamp(min=0.0) / (count - 1)
-        return (advantage - mean) / (var.sqrt() + 1e-8)
+        return normalize_with(advantage, advantage_moments(advantage, [None], ctx)[0])
     if advantage.numel() < 2:
         return advantage
     return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+
+
+def advantage_moments(
+    advantage: torch.Tensor, minibatches: list[torch.Tensor | None], ctx: LearnContext
+) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+    """Mean and std (unbiased) of each minibatch of ``advantage`` over all learners, in one ``ctx.sum``.
+
+    ``minibatches`` holds index tensors (None: all of ``advantage``); learner k's i-th minibatch joins every
+    other learner's i-th. An entry is None where the learners hold fewer than 2 samples in all (left as is).
+    """
+    rows = []
+    for index in minibatches:
+        chunk = (advantage if index is None else advantage[index]).reshape(-1)
+        rows.append(torch.stack([chunk.new_tensor(float(chunk.numel())), chunk.sum(), chunk.square().sum()]))
+    totals = ctx.sum(torch.stack(rows)) if rows else advantage.new_zeros((0, 3))
+    moments: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+    for count_t, total, squares in totals:
+        count = float(count_t)
+        if count < 2:
+            moments.append(None)
+            continue
+        mean = total / count
+        var = (squares - count * mean * mean).clamp(min=0.0) / (count - 1)
+        moments.append((mean, var.sqrt()))
+    return moments
+
+
+def normalize_with(advantage: torch.Tensor, moments: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """``(advantage - mean) / (std + 1e-8)`` with moments from ``advantage_moments`` (None: unchanged)."""
+    if moments is None:
+        return advantage
+    mean, std = moments
+    return (advantage - mean) / (std + 1e-8)
 
 
 class ActorCriticPolicy(Policy):

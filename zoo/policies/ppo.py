@@ -9,7 +9,7 @@ import torch
 
 from ..data import Rollout
 from ..rl_utils import ppo_data, ppo_data_continuous, ppo_error, ppo_error_continuous
-from .actor_critic import ActorCriticPolicy, normalize_advantage
+from .actor_critic import ActorCriticPolicy, advantage_moments, normalize_advantage, normalize_with
 from .base import LearnContext
 
 
@@ -53,17 +53,24 @@ class PPOPolicy(ActorCriticPolicy):
         if minibatches == 0:  # only autoreset steps (possible with tiny rollouts): nothing to learn from
             return {"learning_rate": lr, "updates": 0.0}
         totals = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
-        updates, stop = 0, False
-        for _ in range(cfg.epochs):
+        epochs = []
+        for _ in range(cfg.epochs):  # every epoch's minibatches drawn first (nothing else draws in between)
             order = torch.randperm(count, device=obs.device)
             if minibatches * cfg.minibatch_size >= count:
-                chunks = order.split(cfg.minibatch_size)
+                epochs.append(order.split(cfg.minibatch_size))
             else:
-                chunks = order.tensor_split(minibatches)
+                epochs.append(order.tensor_split(minibatches))
+        shared = None  # data-parallel learners: every minibatch's advantage moments over all learners, at once
+        if cfg.normalize_advantage and ctx.world_size > 1:
+            shared = iter(advantage_moments(advantage, [index for chunks in epochs for index in chunks], ctx))
+        updates, stop = 0, False
+        for chunks in epochs:
             for index in chunks:
                 adv = advantage[index]
-                if cfg.normalize_advantage:
-                    adv = normalize_advantage(adv, ctx)
+                if shared is not None:
+                    adv = normalize_with(adv, next(shared))
+                elif cfg.normalize_advantage:
+                    adv = normalize_advantage(adv)
                 output, value_new = self.model(obs[index])
                 old = self.unpack_policy_output(behaviour[index])
                 if self.discrete:

@@ -15,7 +15,7 @@ Overview:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -145,9 +145,9 @@ def broadcast_params(module_or_params: ModuleOrTensors, src: int = 0, group: dis
 
 
 def sync_running_mean_std(
-    rms: RunningMeanStd, since: dict[str, Any], group: dist.ProcessGroup | None = None,
-    device: torch.device | str = "cpu",
-) -> dict[str, Any]:
+    rms: RunningMeanStd | Sequence[RunningMeanStd], since: dict[str, Any] | Sequence[dict[str, Any]],
+    group: dist.ProcessGroup | None = None, device: torch.device | str = "cpu",
+) -> dict[str, Any] | list[dict[str, Any]]:
     """Fold every rank's data since ``since`` into ``rms`` on every rank; return the new common state (in place).
 
     Overview:
@@ -155,40 +155,54 @@ def sync_running_mean_std(
         each synchronisation the workers exchange what they added since the last one (count, mean and sum of
         squares, one ``all_gather`` of a float64 vector), and every rank merges the parts into the common
         ``since`` state in rank order. All ranks then hold bit-identical statistics, equal to those of one
-        instance that saw every worker's data. Outside an initialised group of several ranks this returns
-        ``rms.state_dict()`` and changes nothing.
+        instance that saw every worker's data. Several instances (observations and rewards) can be passed as
+        sequences: they travel in the same ``all_gather``. Outside an initialised group of several ranks this
+        returns ``rms.state_dict()`` (a list for sequences) and changes nothing.
     Arguments:
-        - rms: this rank's statistics, ``since`` plus its own new data.
+        - rms: this rank's statistics, ``since`` plus its own new data (or a sequence of them).
         - since: the common state at the last synchronisation (``rms.state_dict()`` returned by the last call,
-          or taken when every rank held the same statistics).
+          or taken when every rank held the same statistics), or a sequence matching ``rms``.
         - group: the process group (default: the global one).
         - device: where the exchanged tensor lives (``cuda`` for the nccl backend).
     Returns:
-        - the new common state: pass it as ``since`` next time.
+        - the new common state(s): pass them as ``since`` next time.
     Examples:
         >>> common = rms.state_dict()
         >>> ...  # collect, updating rms
         >>> common = sync_running_mean_std(rms, common)
     """
+    single = isinstance(rms, RunningMeanStd)
+    instances = [rms] if single else list(rms)
+    earlier = [since] if single else list(since)
+    if len(instances) != len(earlier):
+        raise ValueError(f"got {len(instances)} statistics but {len(earlier)} earlier states")
     if not _is_active(group):
-        return rms.state_dict()
-    own = rms.since(since)
-    size = int(np.prod(rms.shape)) if rms.shape else 1
-    payload = torch.cat([
-        torch.tensor([float(own.data_count)], dtype=torch.float64),
-        torch.from_numpy(np.ascontiguousarray(own._data_mean, dtype=np.float64).reshape(-1)),
-        torch.from_numpy(np.ascontiguousarray(own._data_var, dtype=np.float64).reshape(-1)),
-    ]).to(device)
+        states = [instance.state_dict() for instance in instances]
+        return states[0] if single else states
+    sizes = [int(np.prod(instance.shape)) if instance.shape else 1 for instance in instances]
+    pieces = []
+    for instance, state in zip(instances, earlier):
+        own = instance.since(state)
+        pieces += [torch.tensor([float(own.data_count)], dtype=torch.float64),
+                   torch.from_numpy(np.ascontiguousarray(own._data_mean, dtype=np.float64).reshape(-1)),
+                   torch.from_numpy(np.ascontiguousarray(own._data_var, dtype=np.float64).reshape(-1))]
+    payload = torch.cat(pieces).to(device)
     gathered = [torch.empty_like(payload) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, payload, group=group)
-    merged = RunningMeanStd(rms.shape, epsilon=float(since["epsilon"]))
-    merged.load_state_dict(since)
-    for values in gathered:
-        values = values.cpu().numpy()
-        part = RunningMeanStd(rms.shape, epsilon=0.0)
-        part.load_state_dict({"shape": rms.shape, "epsilon": 0.0, "data_count": int(round(values[0])),
-                              "data_mean": values[1:1 + size], "data_var": values[1 + size:]})
-        merged.merge(part)
-    state = merged.state_dict()
-    rms.load_state_dict(state)
-    return state
+    values = [tensor.cpu().numpy() for tensor in gathered]
+    states = []
+    offset = 0
+    for instance, state, size in zip(instances, earlier, sizes):
+        merged = RunningMeanStd(instance.shape, epsilon=float(state["epsilon"]))
+        merged.load_state_dict(state)
+        for rank_values in values:  # rank order: every rank merges alike
+            part = rank_values[offset:offset + 1 + 2 * size]
+            piece = RunningMeanStd(instance.shape, epsilon=0.0)
+            piece.load_state_dict({"shape": instance.shape, "epsilon": 0.0, "data_count": int(round(part[0])),
+                                   "data_mean": part[1:1 + size], "data_var": part[1 + size:]})
+            merged.merge(piece)
+        offset += 1 + 2 * size
+        common = merged.state_dict()
+        instance.load_state_dict(common)
+        states.append(common)
+    return states[0] if single else states

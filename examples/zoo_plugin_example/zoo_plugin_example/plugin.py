@@ -3,7 +3,7 @@
 ``ReinforceBaselinePolicy`` is REINFORCE with a learned value baseline: Monte-Carlo advantages (GAE with
 lambda = 1, computed by the inherited ``process_rollout``), normalised and clipped, fed to rl_utils' A2C loss.
 Networks, sampling, evaluation, the optimiser and checkpoint state come from ``ActorCriticPolicy``; the built-in
-``serial_onpolicy`` pipeline drives it.
+``serial_onpolicy`` pipeline drives it, and ``parallel_sync`` runs it on several workers unchanged.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class ReinforceBaselinePolicy(ActorCriticPolicy):
 
     def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:
         samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
-        advantage = normalize_advantage(samples.advantage) if self.cfg.normalize_advantage else samples.advantage
+        advantage = normalize_advantage(samples.advantage, ctx) if self.cfg.normalize_advantage else samples.advantage
         if self.cfg.advantage_clip > 0:
             advantage = advantage.clamp(-self.cfg.advantage_clip, self.cfg.advantage_clip)
         lr = self.update_learning_rate(ctx)
