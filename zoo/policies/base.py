@@ -20,7 +20,9 @@ writes files (the pipeline does). What a pipeline calls, in order:
    ``ctx`` (``LearnContext``) carries the progress for schedules and the hooks that keep several data-parallel
    learners identical: call ``ctx.sync_gradients(grad)`` between backward and the optimiser step, and take
    every decision that must agree across learners (number of minibatches, early stops) through ``ctx.mean``,
-   ``ctx.min`` or ``ctx.any``. Serially these are no-ops.
+   ``ctx.min`` or ``ctx.any``; statistics over every learner's samples (normalised advantages) come from
+   ``ctx.sum``. Serially these are no-ops. On ``parallel_sync`` (DPPO) they are collectives, and every learner
+   must call them in the same order.
 6. ``evaluate(obs) -> actions``: deterministic actions for evaluation, ``zoo eval`` and ``zoo.load``.
 7. ``state_dict()``/``load_state_dict()``: everything needed to resume exactly (networks, optimiser, and any
    counters the policy keeps); ``actor_state_dict()``/``load_actor_state_dict()``: only what acting needs,
