@@ -9,7 +9,8 @@ updates (so none happens within this budget).
 Target: eval mean >= 1000 within 100k env steps (a benchmark, not a test). NOT MET yet: seed 0 plateaued at a
 training return of about 320 from 35k steps on (eval 385 at 100k, alpha ~0.06, episodes ~140 steps). The peer
 does no better: Stable-Baselines3 SAC with rl-zoo settings, seed 0 (benchmarks/sac_hopper_peer.py), evaluated 213,
-284, 279, 512, 371, 287, 319, 343 and 316 at 20k..100k steps."""
+284, 279, 512, 371, 287, 319, 343 and 316 at 20k..100k steps. Seed 1: zoo SAC-ACE evaluated 388 at 50k, 714 at
+65k, 725 at 85k and 762 at 100k (1233 s); SB3 SAC seed 1 567 at 50k, 607 at 60k, 515 at 90k and 448 at 100k."""
 
 config = dict(
     exp_name="sac_ace_hopper",
