@@ -194,17 +194,14 @@ def train(
         user_cfg = load_config_file(config) if is_file else config
         cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
         run_path = None
-    if launcher.is_distributed(cfg) or (launcher.under_torchrun() and _pipeline_is_distributed(cfg)):
-        launcher.check_backend(cfg)
+    if launcher.is_distributed(cfg):
         if launcher.under_torchrun():
+            launcher.check_backend(cfg)
             launcher.join_from_environment(cfg)
-        else:
+        elif cfg.pipeline.world_size > 1:
+            launcher.check_backend(cfg)
             return launcher.spawn(cfg, run_path, run_worker)
     return run_worker(cfg, None if run_path is None else str(run_path))
-
-
-def _pipeline_is_distributed(cfg: EasyDict) -> bool:
-    return bool(getattr(PIPELINE_REGISTRY.get(cfg.pipeline.type), "distributed", False))
 
 
 def run_worker(
@@ -212,11 +209,10 @@ def run_worker(
 ) -> dict[str, Any]:
     """Build the pipeline of a resolved ``cfg`` in this process and run it (a new run, or ``resume``).
 
-    In a multi-process pipeline every worker calls this once its process group is up; rank 0 alone creates,
-    locks and writes the run directory (``on_run_dir`` hears its path). Serially it is the whole of ``train``.
+    In a multi-process pipeline every worker calls this once its process group is up (plugins and
+    ``import_names`` loaded); rank 0 alone creates, locks and writes the run directory (``on_run_dir`` hears its
+    path). Serially it is the whole of ``train``.
     """
-    load_plugins()  # again in a spawned worker: registries start empty there
-    import_modules(list(cfg.get("import_names") or []), list(cfg.get("import_paths") or []))
     rank = world_info()[0]
     if resume is not None:
         return _resume(Path(resume), cfg, rank, on_run_dir)

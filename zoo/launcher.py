@@ -31,7 +31,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -44,6 +43,8 @@ from easydict import EasyDict
 
 from .config import to_plain
 from .errors import ConfigError, ZooError
+from .pipelines.signals import StopSignals
+from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY
 
 # How long the supervisor lets the other workers exit on their own after one failed, before killing them.
@@ -59,9 +60,8 @@ class WorkerError(ZooError):
 
 
 def is_distributed(cfg: EasyDict) -> bool:
-    """Whether the config's pipeline runs in several processes (``world_size > 1`` on a distributed pipeline)."""
-    pipeline_cls = PIPELINE_REGISTRY.get(cfg.pipeline.type)
-    return bool(getattr(pipeline_cls, "distributed", False)) and int(cfg.pipeline.get("world_size", 1)) > 1
+    """Whether the config's pipeline is a multi-process one (its class sets ``distributed = True``)."""
+    return bool(getattr(PIPELINE_REGISTRY.get(cfg.pipeline.type), "distributed", False))
 
 
 def under_torchrun() -> bool:
@@ -151,6 +151,8 @@ def worker_main() -> None:
         module, name = job["entry"].split(":")
         entry = getattr(importlib.import_module(module), name)
         cfg = EasyDict(job["cfg"])
+        load_plugins()  # a fresh interpreter: the registries start empty
+        import_modules(list(cfg.get("import_names") or []), list(cfg.get("import_paths") or []))
         _place_on_device(cfg, rank)
         timeout = datetime.timedelta(seconds=float(cfg.pipeline.timeout_s))
         store = dist.TCPStore("127.0.0.1", job["port"], world_size, is_master=False, timeout=timeout)
@@ -187,19 +189,18 @@ class _Supervisor:
         self.world_size = int(cfg.pipeline.world_size)
         self.processes: list[subprocess.Popen] = []
         self.connections: dict[multiprocessing.connection.Connection, int] = {}
-        self.signal: int | None = None
+        # Ctrl-C, SIGTERM, SIGHUP: forwarded to every worker as SIGTERM; a second Ctrl-C raises KeyboardInterrupt.
+        self.stop = StopSignals("the workers save after the current iteration", on_first=self._forward)
         self.run_dir: str | None = str(resume) if resume is not None else None
         self.summary: dict[str, Any] | None = None
         self.failures: list[tuple[int, str, bool]] = []  # (rank, cause, only a consequence of a peer's failure)
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.signal is not None and signum == signal.SIGINT:  # a second Ctrl-C: stop everything now
-            self._kill_all()
-            raise KeyboardInterrupt
-        if self.signal is None:
-            self.signal = signum
-            print(f"zoo: {signal.Signals(signum).name} received: the workers save after the current iteration "
-                  f"(Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+    @property
+    def signal(self) -> int | None:
+        """The first stop signal this supervisor received (None until then)."""
+        return self.stop.received
+
+    def _forward(self, signum: int) -> None:
         for process in self.processes:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -233,20 +234,15 @@ class _Supervisor:
     def run(self) -> dict[str, Any]:
         timeout = datetime.timedelta(seconds=float(self.cfg.pipeline.timeout_s))
         store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, timeout=timeout, wait_for_workers=False)
-        handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            catch = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
-            handlers = {signum: signal.signal(signum, self._on_signal) for signum in catch}
         try:
-            for rank in range(self.world_size):
-                self._start(rank, store.port)
-            self._watch()
+            with self.stop:
+                for rank in range(self.world_size):
+                    self._start(rank, store.port)
+                self._watch()
         except BaseException:
             self._kill_all()
             raise
         finally:
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
             for conn in self.connections:
                 conn.close()
             del store

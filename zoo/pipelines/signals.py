@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -23,8 +24,11 @@ class StopSignals:
     Handlers are installed only in the main thread (Python delivers signals there); elsewhere it does nothing.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, message: str = "saving after the current iteration",
+                 on_first: Callable[[int], None] | None = None) -> None:
         self.received: int | None = None
+        self.message = message
+        self.on_first = on_first  # called with the first signal's number (e.g. to forward it to workers)
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
@@ -46,8 +50,10 @@ class StopSignals:
                 raise KeyboardInterrupt
             return
         self.received = signum
-        print(f"zoo: {signal.Signals(signum).name} received: saving after the current iteration "
-              f"(Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+        print(f"zoo: {signal.Signals(signum).name} received: {self.message} (Ctrl-C again to stop at once)",
+              file=sys.stderr, flush=True)
+        if self.on_first is not None:
+            self.on_first(signum)
 
     @property
     def exit_code(self) -> int:
