@@ -26,3 +26,10 @@ class NonFiniteError(ZooError):
 
 class RunDirectoryError(ZooError):
     """A run directory cannot be used: locked by another process, missing, unreadable or not a zoo run."""
+
+
+def first_line(error: BaseException, limit: int | None = None) -> str:
+    """The first line of ``error``'s message (at most ``limit`` characters), or its type's name if it has none:
+    what a one-line report quotes of an exception."""
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__

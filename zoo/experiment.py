@@ -29,7 +29,7 @@ from .config import (
     to_plain,
     validate_keys_and_types,
 )
-from .errors import ConfigError, RunDirectoryError, ZooError
+from .errors import ConfigError, RunDirectoryError, ZooError, first_line
 from .pipelines.loop import TrainingLoop
 from .pipelines.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, check_exp_name, new_run_directory
 from .plugins import import_modules, load_plugins
@@ -314,7 +314,7 @@ def _restore(pipeline: TrainingLoop, state: dict[str, Any] | None, run_path: Pat
     except ZooError as exc:
         raise ConfigError(f"cannot resume '{run_path}': {exc}") from None
     except (KeyError, ValueError, RuntimeError, TypeError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        detail = first_line(exc, 200)
         raise ConfigError(
             f"cannot resume '{run_path}': its checkpoint does not fit this config ({detail}): resume without "
             f"overrides that change the model or env, or start a new run"
@@ -341,7 +341,7 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[EasyDict, Any, d
     try:
         policy.load_state_dict(state["policy"])
     except (KeyError, ValueError, RuntimeError, TypeError) as exc:
-        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        detail = first_line(exc, 200)
         raise RunDirectoryError(
             f"the weights in '{run_path / CHECKPOINT_FILE}' do not fit the run's config.yaml ({detail}): "
             f"was config.yaml edited? restore it or train again"

@@ -42,7 +42,7 @@ import torch.distributed as dist
 from easydict import EasyDict
 
 from .config import to_plain
-from .errors import ConfigError, ZooError
+from .errors import ConfigError, ZooError, first_line
 from .pipelines.signals import StopSignals
 from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY
@@ -117,11 +117,10 @@ def _die_with_parent() -> None:
 
 
 def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    detail = text[0][:300] if text else ""
-    if isinstance(error, ZooError):
-        return detail or type(error).__name__
-    return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+    detail = first_line(error, 300)
+    if isinstance(error, ZooError) or not str(error).strip():
+        return detail
+    return f"{type(error).__name__}: {detail}"
 
 
 def _is_peer_error(error: BaseException) -> bool:

@@ -27,7 +27,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 
-from ..errors import ConfigError, ZooError
+from ..errors import ConfigError, ZooError, first_line
 from ..registry import ENV_REGISTRY
 
 VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
@@ -105,7 +105,7 @@ def _missing_package_error(env_id: str, exc: BaseException) -> ZooError:
         with contextlib.suppress(Exception):
             entry_point = str(gym.spec(env_id).entry_point)
     extra = next((name for prefix, name in _EXTRAS.items() if entry_point.startswith(prefix)), None)
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = first_line(exc)
     fix = f"pip install 'zoo-rl[{extra}]'" if extra else "install the missing package"
     return ZooError(f"env '{env_id}' needs a package that is not installed ({detail}): {fix}")
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from ..config import dump_config
-from ..errors import ConfigError, RunDirectoryError
+from ..errors import ConfigError, RunDirectoryError, first_line
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -130,7 +130,7 @@ def load_weights_only(path: Path) -> Any:
         if refused or isinstance(exc, pickle.UnpicklingError):
             detail = f"it holds objects that are not weights ({refused.group(1) if refused else 'refused'})"
         else:
-            detail = text.strip().splitlines()[0][:160] if text.strip() else type(exc).__name__
+            detail = first_line(exc, 160)
         raise RunDirectoryError(
             f"'{path}' is not a loadable zoo file: {detail}; it is truncated, corrupted or not from zoo, and is "
             f"never unpickled: restore it from a copy or train again"
