@@ -10,6 +10,13 @@ Overview:
     measured per-update costs predict for ``--predict`` workers (default 64 on 8 machines).
 
     python benchmarks/parallel_bench.py --workers 1 2 4 --iterations 30
+
+    IMPALA (``--actors 1 2 4``, ``--impala-config``, default ``configs/impala_cartpole.py``): one run per actor
+    count with the same per-actor settings and ``--impala-steps`` env steps, printing the actors' env steps/s
+    (the ratio against the first count), the learner's samples/s (while it learns), the learner's idle fraction
+    (waiting for unrolls) and the mean policy lag, from the last metrics row of each run.
+
+    python benchmarks/parallel_bench.py --workers --actors 1 2 4
 """
 
 from __future__ import annotations
@@ -53,13 +60,50 @@ def _measure(config: dict, workers: int, iterations: int, runs_dir: str) -> dict
     }
 
 
+def _measure_impala(config: dict, actors: int, steps: int, runs_dir: str) -> dict[str, float]:
+    overrides = [
+        f"pipeline.num_actors={actors}", f"pipeline.max_env_steps={steps}", "pipeline.eval_every=0",
+        "pipeline.checkpoint_every=0", "pipeline.stop_return=None", "pipeline.log_every_s=1000000",
+        f"runs_dir={runs_dir}", f"exp_name=a{actors}",
+    ]
+    start = time.perf_counter()
+    summary = zoo.train(config, overrides)
+    total = time.perf_counter() - start
+    rows = [json.loads(line) for line in (Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    return {"actors": actors, "actor_sps": last["actor_sps"], "learner_sps": last["learner_sps"],
+            "idle": last["learner_idle"], "lag": sum(row["policy_lag_mean"] for row in rows) / len(rows),
+            "lag_max": max(row["policy_lag_max"] for row in rows), "startup_s": total - summary["wall_time"]}
+
+
+def _impala(args: argparse.Namespace) -> None:
+    config = load_config_file(args.impala_config)
+    with tempfile.TemporaryDirectory() as runs_dir:
+        results = [_measure_impala(config, actors, args.impala_steps, runs_dir) for actors in args.actors]
+    base = results[0]
+    print(f"\nIMPALA ({Path(args.impala_config).name}, {args.impala_steps:,} env steps per count)")
+    print(f"{'actors':>6} {'actor env steps/s':>18} {'ratio':>6} {'learner samples/s':>18} {'learner idle':>13} "
+          f"{'lag mean':>9} {'lag max':>8} {'start-up s':>11}")
+    for row in results:
+        print(f"{row['actors']:>6} {row['actor_sps']:>18,.0f} {row['actor_sps'] / base['actor_sps']:>6.2f} "
+              f"{row['learner_sps']:>18,.0f} {row['idle']:>13.2f} {row['lag']:>9.2f} {row['lag_max']:>8.0f} "
+              f"{row['startup_s']:>11.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "dppo_pendulum.py"))
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4], help="DPPO worker counts (none: skip)")
+    parser.add_argument("--actors", type=int, nargs="*", default=[], help="IMPALA actor counts (none: skip)")
+    parser.add_argument("--impala-config", default=str(ROOT / "configs" / "impala_cartpole.py"))
+    parser.add_argument("--impala-steps", type=int, default=300_000)
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--predict", type=int, nargs=2, default=[64, 8], metavar=("WORKERS", "MACHINES"))
     args = parser.parse_args()
+    if args.actors:
+        _impala(args)
+    if not args.workers:
+        return
     config = load_config_file(args.config)
     results = []
     with tempfile.TemporaryDirectory() as runs_dir:

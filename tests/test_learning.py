@@ -18,7 +18,7 @@ from zoo.experiment import train
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
-@pytest.mark.parametrize("config", ["ppo_cartpole.py", "a2c_cartpole.py", "dppo_cartpole.py"])
+@pytest.mark.parametrize("config", ["ppo_cartpole.py", "a2c_cartpole.py", "dppo_cartpole.py", "impala_cartpole.py"])
 def test_learns_cartpole_to_its_stop_return(tmp_path, config):
     summary = train(CONFIGS / config, [f"runs_dir={tmp_path}", "seed=0", "torch_threads=1"])
     assert summary["reason"] == "stop_return" and summary["episode_return_mean"] >= 475.0, summary

@@ -10,19 +10,21 @@ from .hookspecs import hookimpl
 
 @hookimpl
 def register_policies(register: Callable[[str, Any], Any]) -> None:
-    from .policies import A2CPolicy, DPPOPolicy, PPOPolicy, SACACEPolicy, SACPolicy
+    from .policies import A2CPolicy, DPPOPolicy, ImpalaPolicy, PPOPolicy, SACACEPolicy, SACPolicy
 
     register("a2c", A2CPolicy)
     register("ppo", PPOPolicy)
     register("dppo", DPPOPolicy)
+    register("impala", ImpalaPolicy)
     register("sac", SACPolicy)
     register("sac_ace", SACACEPolicy)
 
 
 @hookimpl
 def register_pipelines(register: Callable[[str, Any], Any]) -> None:
-    from .pipelines import ParallelSyncPipeline, SerialOffPolicyPipeline, SerialOnPolicyPipeline
+    from .pipelines import ParallelAsyncPipeline, ParallelSyncPipeline, SerialOffPolicyPipeline, SerialOnPolicyPipeline
 
     register("serial_onpolicy", SerialOnPolicyPipeline)
     register("serial_offpolicy", SerialOffPolicyPipeline)
     register("parallel_sync", ParallelSyncPipeline)
+    register("parallel_async", ParallelAsyncPipeline)

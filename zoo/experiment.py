@@ -8,6 +8,7 @@ before it touches the run directory (metrics cut back to the checkpoint, config.
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 import shutil
 from collections.abc import Callable, Mapping
@@ -194,6 +195,18 @@ def train(
         user_cfg = load_config_file(config) if is_file else config
         cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
         run_path = None
+    if launcher.under_torchrun() and launcher.is_actor_learner(cfg):
+        rank = launcher.join_actor_learner(cfg)
+        if rank != 0:  # an actor; the learner (rank 0) owns the run
+            from .pipelines.remote_actors import remote_actor_main
+
+            return remote_actor_main(cfg)
+        return run_worker(cfg, None if run_path is None else str(run_path))
+    if launcher.under_torchrun() and not launcher.is_distributed(cfg) and int(os.environ["WORLD_SIZE"]) > 1:
+        raise ConfigError(
+            f"pipeline '{cfg.pipeline.type}' does not run under torchrun (each of its {os.environ['WORLD_SIZE']} "
+            f"processes would train a run of its own): start it with `zoo run` alone"
+        )
     if launcher.is_distributed(cfg):
         if launcher.under_torchrun():
             launcher.check_backend(cfg)

@@ -64,6 +64,27 @@ def is_distributed(cfg: EasyDict) -> bool:
     return bool(getattr(PIPELINE_REGISTRY.get(cfg.pipeline.type), "distributed", False))
 
 
+def is_actor_learner(cfg: EasyDict) -> bool:
+    """Whether the config's pipeline is an actor-learner one (its class sets ``actor_learner = True``)."""
+    return bool(getattr(PIPELINE_REGISTRY.get(cfg.pipeline.type), "actor_learner", False))
+
+
+def join_actor_learner(cfg: EasyDict) -> int:
+    """Join the gloo process group torchrun describes as an actor-learner job: rank 0 is the learner, every other
+    rank an actor (``pipeline.num_actors`` becomes WORLD_SIZE - 1). Returns this process's rank."""
+    world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    if world_size < 2:
+        raise ConfigError(f"pipeline '{cfg.pipeline.type}' under torchrun needs a learner and at least one actor, "
+                          f"but WORLD_SIZE is {world_size}: start 2 or more processes, or use `zoo run` alone")
+    if world_size - 1 != cfg.pipeline.num_actors and rank == 0:
+        print(f"zoo: pipeline.num_actors is {cfg.pipeline.num_actors} in the config; torchrun started "
+              f"{world_size} processes: rank 0 learns, {world_size - 1} act", file=sys.stderr, flush=True)
+    cfg.pipeline.num_actors = world_size - 1
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="env://")
+    return rank
+
+
 def under_torchrun() -> bool:
     """True in a process started by torchrun (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT)."""
     return all(name in os.environ for name in _TORCHRUN_VARIABLES)

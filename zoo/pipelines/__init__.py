@@ -2,12 +2,13 @@
 
 from .collector import VectorCollector
 from .loop import TrainingLoop
+from .parallel_async import ParallelAsyncPipeline
 from .parallel_sync import ParallelSyncPipeline
 from .serial_offpolicy import SerialOffPolicyPipeline
 from .serial_onpolicy import SerialOnPolicyPipeline
 from .vector_pipeline import VectorEnvPipeline
 
 __all__ = [
-    "ParallelSyncPipeline", "SerialOffPolicyPipeline", "SerialOnPolicyPipeline", "TrainingLoop", "VectorCollector",
-    "VectorEnvPipeline",
+    "ParallelAsyncPipeline", "ParallelSyncPipeline", "SerialOffPolicyPipeline", "SerialOnPolicyPipeline",
+    "TrainingLoop", "VectorCollector", "VectorEnvPipeline",
 ]

@@ -9,6 +9,7 @@ from .a2c import A2CPolicy
 from .actor_critic import ActorCriticPolicy, normalize_advantage
 from .base import CollectOutput, LearnContext, Policy
 from .dppo import DPPOPolicy
+from .impala import ImpalaPolicy
 from .ppo import PPOPolicy
 from .sac import SACACEPolicy, SACPolicy
 
@@ -17,6 +18,7 @@ __all__ = [
     "ActorCriticPolicy",
     "CollectOutput",
     "DPPOPolicy",
+    "ImpalaPolicy",
     "LearnContext",
     "PPOPolicy",
     "Policy",
