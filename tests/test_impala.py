@@ -264,13 +264,17 @@ def test_actors_block_when_the_learner_falls_behind(tmp_path):
 def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
     pipeline = _pipeline(tmp_path)
     try:
-        pipeline.iterate()
-        victim = pipeline.pool.actors[1].process
-        os.kill(victim.pid, signal.SIGKILL)
-        _wait(lambda: pipeline.pool.restarts == 1)
+        pool = pipeline.pool
+        for _ in range(500):  # kill it while it holds a slot, which must come back
+            pipeline.iterate()
+            with pool.lock:
+                if pool.actors[1].holding:
+                    victim = pool.actors[1].process
+                    os.kill(victim.pid, signal.SIGKILL)
+                    break
+        _wait(lambda: pool.restarts == 1)
         rows = [pipeline.iterate() for _ in range(30)]
         assert rows[-1]["actor_restarts"] == 1.0
-        pool = pipeline.pool
         with pool.lock:  # every slot is free, ready or held by a live actor: the dead one's came back
             held = [slot for actor in pool.actors for slot in actor.holding]
             assert sorted([*pool.free, *(slot for slot, _ in pool.ready), *held]) == list(range(4))

@@ -372,6 +372,13 @@ class ActorPool:
             actor.process.kill()
             actor.process.join(timeout=1.0)
         code = actor.process.exitcode
+        try:  # its last words may still be in the pipe (the exit code can be seen first)
+            while cause is None and actor.conn.poll():
+                message = actor.conn.recv()
+                if message[0] == "failed":
+                    cause = f"failed: {message[1]}"
+        except (EOFError, OSError):
+            pass
         if cause is None:
             if code is not None and code < 0:
                 cause = f"was killed by {signal.Signals(-code).name}"
