@@ -29,9 +29,9 @@ def train(config: Any = None, overrides: list[Any] | None = None, resume: str | 
     return _train(config, overrides, resume)
 
 
-def load(run_dir: str | Path, device: str = "cpu") -> Agent:
+def load(run_dir: str | Path, device: str = "cpu", which: str = "last") -> Agent:
     """A run's trained policy as an ``Agent`` with ``predict(obs, deterministic=True)``; applies the run's
     observation normalisation and reads weights only (no code from the run directory runs)."""
     from .agent import load as _load
 
-    return _load(run_dir, device)
+    return _load(run_dir, device, which)

@@ -58,11 +58,14 @@ class Agent:
         return action[0] if single else action
 
 
-def load(run_dir: str | Path, device: str = "cpu") -> Agent:
-    """Load a run directory's latest weights (weights-only: no code from the files runs) as an ``Agent``."""
+def load(run_dir: str | Path, device: str = "cpu", which: str = "last") -> Agent:
+    """Load a run directory's weights (weights-only: no code from the files runs) as an ``Agent``.
+
+    ``which``: ``last`` (the latest checkpoint) or ``best`` (the best evaluation during training, best_model.pt).
+    """
     from .envs import NormalizeObservation
     from .experiment import load_run
 
-    cfg, policy, obs_state = load_run(run_dir, device)
+    cfg, policy, obs_state = load_run(run_dir, device, which)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
     return Agent(policy, normalize, cfg)

@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--step-limit", type=int, default=100_000,
                             help="fail when an episode has not ended after this many steps (default 100000)")
     evaluation.add_argument("--render", action="store_true", help="render with render_mode='human'")
+    evaluation.add_argument("--which", choices=("last", "best"), default="last",
+                            help="the latest checkpoint, or best_model.pt (the best evaluation during training)")
+    evaluation.add_argument("--stochastic", action="store_true", help="sample actions instead of the policy's mode")
+    evaluation.add_argument("--device", default="cpu", help="cpu or cuda")
     evaluation.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
 
@@ -119,13 +123,14 @@ def _eval(args: argparse.Namespace) -> int:
         raise ZooError(f"--seed must be an integer from 0 to 2**63 - 1, got {args.seed}")
     if args.step_limit < 1:
         raise ZooError(f"--step-limit must be at least 1, got {args.step_limit}")
-    cfg, policy, obs_state = load_run(args.run_dir)
+    cfg, policy, obs_state = load_run(args.run_dir, args.device, args.which)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
     seed = component_seed(cfg.seed, 0, "eval") if args.seed is None else args.seed
     returns = evaluate_policy(
         policy, cfg.env.id, args.episodes, seed, env_kwargs=dict(cfg.env.kwargs),
         max_episode_steps=cfg.env.max_episode_steps, normalize_obs=normalize,
         vector_mode=cfg.pipeline.get("vector_mode", "auto"), step_limit=args.step_limit, render=args.render,
+        deterministic=not args.stochastic,
     )
     print(f"mean_return={float(np.mean(returns)):.4f} std_return={float(np.std(returns)):.4f} episodes={len(returns)}")
     return 0

@@ -32,7 +32,15 @@ from .config import (
 )
 from .errors import ConfigError, RunDirectoryError, ZooError, first_line
 from .pipelines.loop import TrainingLoop
-from .pipelines.run_dir import CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, check_exp_name, new_run_directory
+from .pipelines.run_dir import (
+    BEST_MODEL_FILE,
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    RunDirectory,
+    check_exp_name,
+    load_weights_only,
+    new_run_directory,
+)
 from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY, POLICY_REGISTRY
 from .rl_utils.distributed import world_info
@@ -334,18 +342,33 @@ def _restore(pipeline: TrainingLoop, state: dict[str, Any] | None, run_path: Pat
         ) from None
 
 
-def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[EasyDict, Any, dict[str, Any] | None]:
+def load_run(
+    run_dir: str | Path, device: str = "cpu", which: str = "last"
+) -> tuple[EasyDict, Any, dict[str, Any] | None]:
     """Config, acting-only policy (weights loaded) and observation-normaliser state of a run directory.
 
-    Reads the checkpoint weights-only: a run directory from elsewhere cannot run code through it.
+    ``which``: ``last`` (the latest checkpoint) or ``best`` (``best_model.pt``: the best evaluation during
+    training). Reads weights-only: a run directory from elsewhere cannot run code through it.
     """
+    if which not in ("last", "best"):
+        raise ZooError(f"which must be 'last' or 'best', got {which!r}")
     from .envs import make_env
 
     run_path = Path(run_dir)
     if not (run_path / CONFIG_FILE).is_file():
         raise RunDirectoryError(f"'{run_path}' is not a run directory (no {CONFIG_FILE}): pass a directory under runs/")
     cfg = resolve_config(load_config_file(run_path / CONFIG_FILE), [("device", device)])
-    state = RunDirectory(run_path).load_checkpoint(separate=False)
+    source = BEST_MODEL_FILE if which == "best" else CHECKPOINT_FILE
+    if which == "best":
+        best = run_path / BEST_MODEL_FILE
+        if not best.is_file():
+            raise RunDirectoryError(
+                f"no {BEST_MODEL_FILE} in '{run_path}': the run has made no evaluation yet (pipeline.eval_every "
+                f"is {cfg.pipeline.get('eval_every')}): use --which last"
+            )
+        state = load_weights_only(best)
+    else:
+        state = RunDirectory(run_path).load_checkpoint(separate=False)
     env = make_env(cfg.env.id, **dict(cfg.env.kwargs))  # only its spaces are needed
     observation_space, action_space = env.observation_space, env.action_space
     env.close()
@@ -356,7 +379,7 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[EasyDict, Any, d
     except (KeyError, ValueError, RuntimeError, TypeError) as exc:
         detail = first_line(exc, 200)
         raise RunDirectoryError(
-            f"the weights in '{run_path / CHECKPOINT_FILE}' do not fit the run's config.yaml ({detail}): "
+            f"the weights in '{run_path / source}' do not fit the run's config.yaml ({detail}): "
             f"was config.yaml edited? restore it or train again"
         ) from None
     return cfg, policy, state.get("obs_normalizer")

@@ -81,6 +81,7 @@ class TrainingLoop:
         # The schedule runs linearly from start_progress at start_steps to 1 at budget (see the module docstring).
         self.schedule = {"start_steps": 0, "start_progress": 0.0, "budget": cfg.pipeline.max_env_steps}
         self.reached_stop_return: float | None = None
+        self.best_eval_return: float | None = None  # the best eval mean so far (its model is best_model.pt)
         self.saved_iteration: int | None = None
         self.policy: Policy
         self.build()
@@ -154,7 +155,7 @@ class TrainingLoop:
                 "iteration": self.iteration, "env_steps": self.env_steps, "episodes": self.episodes,
                 "elapsed": self.elapsed, "recent_returns": list(self.recent_returns),
                 "recent_lengths": list(self.recent_lengths), "schedule": dict(self.schedule),
-                "reached_stop_return": self.reached_stop_return,
+                "reached_stop_return": self.reached_stop_return, "best_eval_return": self.best_eval_return,
             },
             "rng": rng_state(),
             "metrics_rows": self.iteration,
@@ -182,6 +183,7 @@ class TrainingLoop:
         self.recent_lengths.extend(loop["recent_lengths"])
         self.schedule = dict(loop["schedule"])
         self.reached_stop_return = loop["reached_stop_return"]
+        self.best_eval_return = loop.get("best_eval_return")
         budget = self.cfg.pipeline.max_env_steps
         if budget != self.schedule["budget"]:
             reached = self.progress()
@@ -206,6 +208,16 @@ class TrainingLoop:
             run_dir.save_model({"format": CHECKPOINT_FORMAT, "policy": state["policy"],
                                 "obs_normalizer": state["obs_normalizer"]})
         self.saved_iteration = self.iteration
+
+    def _keep_best(self, run_dir: RunDirectory, eval_return: float) -> None:
+        # Rank 0 only, right after an evaluation: best_model.pt holds the weights of the best eval mean so far.
+        if self.best_eval_return is not None and eval_return <= self.best_eval_return:
+            return
+        self.best_eval_return = eval_return
+        run_dir.save_best_model({"format": CHECKPOINT_FORMAT, "policy": self.policy.state_dict(),
+                                 "obs_normalizer": self.observation_normalizer_state(),
+                                 "eval_return_mean": eval_return, "iteration": self.iteration,
+                                 "env_steps": self.env_steps})
 
     # -- the loop -----------------------------------------------------------------------------------------
     def _stop_target(self) -> float | None:
@@ -276,6 +288,7 @@ class TrainingLoop:
                         seed = component_seed(self.cfg.seed, self.rank, "eval", self.iteration)
                         returns = self.evaluate(pipe.eval_episodes, seed)
                         row.update(eval_return_mean=float(np.mean(returns)), eval_return_std=float(np.std(returns)))
+                        self._keep_best(run_dir, row["eval_return_mean"])
                     if primary:
                         run_dir.append_metrics(row)
                         progress.update(self.env_steps, row)

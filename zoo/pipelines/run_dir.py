@@ -39,6 +39,7 @@ from ..errors import ConfigError, RunDirectoryError, first_line
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_FILE = "checkpoint.pt"
 MODEL_FILE = "model.pt"
+BEST_MODEL_FILE = "best_model.pt"
 METRICS_JSONL = "metrics.jsonl"
 METRICS_CSV = "metrics.csv"
 LOCK_FILE = ".lock"
@@ -302,6 +303,10 @@ class RunDirectory:
     def save_model(self, state: dict[str, Any]) -> None:
         """Write the final model (policy weights and observation normaliser) atomically as model.pt."""
         atomic_torch_save(encode_state(state), self.path / MODEL_FILE)
+
+    def save_best_model(self, state: dict[str, Any]) -> None:
+        """Write the model of the best evaluation so far (as ``model.pt``, plus its eval return) atomically."""
+        atomic_torch_save(encode_state(state), self.path / BEST_MODEL_FILE)
 
     def load_checkpoint(self, separate: bool = True) -> dict[str, Any]:
         """The checkpoint, loaded weights-only; RunDirectoryError when it is missing, unreadable or foreign.
