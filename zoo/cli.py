@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--exp-name", help="name of the run directory under runs_dir")
     run.add_argument("--device", help="cpu or cuda")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    run.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                     help="train each seed into runs_dir/exp_name/seed_<k>/ and print a table of the results")
+    run.add_argument("--jobs", type=int, default=1, help="with --seeds: how many seeds train at once (processes)")
     run.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     listing = commands.add_parser("list", help="show registered policies, envs, pipelines and plugins")
@@ -72,6 +75,10 @@ def _run(args: argparse.Namespace) -> int:
     for flag, key in ((args.seed, "seed"), (args.exp_name, "exp_name"), (args.device, "device")):
         if flag is not None:
             overrides.append((key, flag))
+    if args.seeds:
+        return _run_seeds(args, overrides)
+    if args.jobs != 1:
+        raise ZooError("--jobs goes with --seeds: e.g. zoo run --config FILE --seeds 0 1 2 --jobs 2")
     summary = train(args.config, overrides, resume=args.resume)
     print(
         f"run_dir={summary['run_dir']} reason={summary['reason']} env_steps={summary['env_steps']} "
@@ -85,6 +92,20 @@ def _run(args: argparse.Namespace) -> int:
 
 def _plural(kind: str) -> str:
     return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+
+
+def _run_seeds(args: argparse.Namespace, overrides: list[Any]) -> int:
+    from .seeds import failed, run_seeds, table
+
+    if args.resume or args.seed is not None:
+        raise ZooError("--seeds trains new runs from --config: drop --resume/--seed (resume one seed's run directory "
+                       "with zoo run --resume RUNS/EXP/seed_K)")
+    results = run_seeds(args.config, overrides, list(args.seeds), args.jobs)
+    print(table(results))
+    if failed(results):
+        return 1
+    interrupted = [row for row in results if row["reason"] == "interrupted"]
+    return int(interrupted[0].get("exit_code", 130)) if interrupted else 0
 
 
 def _list() -> int:
