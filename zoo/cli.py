@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--exp-name", help="name of the run directory under runs_dir")
     run.add_argument("--device", help="cpu or cuda")
+    run.add_argument("--tensorboard", action="store_true",
+                     help="also write the metrics as TensorBoard scalars in RUN/tensorboard (logger.tensorboard)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     run.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
                      help="train each seed into runs_dir/exp_name/seed_<k>/ and print a table of the results")
@@ -75,6 +77,8 @@ def _run(args: argparse.Namespace) -> int:
     for flag, key in ((args.seed, "seed"), (args.exp_name, "exp_name"), (args.device, "device")):
         if flag is not None:
             overrides.append((key, flag))
+    if args.tensorboard:
+        overrides.append(("logger.tensorboard", True))
     if args.seeds:
         return _run_seeds(args, overrides)
     if args.jobs != 1:

@@ -8,6 +8,7 @@ before it touches the run directory (metrics cut back to the checkpoint, config.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import pickle
 import shutil
@@ -58,13 +59,14 @@ BASE_CONFIG: dict[str, Any] = {
     "env": {"id": "CartPole-v1", "kwargs": {}, "max_episode_steps": None},
     "policy": {"type": "ppo"},
     "pipeline": {},
+    "logger": {"tensorboard": False},  # also write every metrics row as TensorBoard scalars (the extra)
 }
 BASE_RANGES = {
     "seed": Range(0, 2**63 - 1),
     "torch_threads": Range(1, 1024),
     "env.max_episode_steps": Range(1, None, integer=True),
 }
-SECTIONS = ("env", "policy", "pipeline")
+SECTIONS = ("env", "policy", "pipeline", "logger")
 # Keys a resumed run may never change, besides the policy's and the pipeline's own frozen_keys.
 FROZEN_KEYS = ("policy.type", "pipeline.type", "env", "seed", "exp_name")
 
@@ -136,6 +138,9 @@ def resolve_config(
     if not isinstance(cfg.env.id, str) or not cfg.env.id:
         raise ConfigError(f"env.id must be an env name, got {cfg.env.id!r}: e.g. env=dict(id='CartPole-v1')")
     _check_device(cfg.device)
+    if cfg.logger.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("logger.tensorboard needs the tensorboard package: pip install 'zoo-rl[tensorboard]' "
+                          "(or drop --tensorboard)")
     return cfg
 
 

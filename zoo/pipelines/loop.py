@@ -271,6 +271,8 @@ class TrainingLoop:
         progress = Progress(pipe.max_env_steps, pipe.log_every_s) if primary else None
         if self.saved_iteration is None:
             self.save(run_dir)  # a run killed at once can still be resumed
+        scalars = _tensorboard(run_dir, self.env_steps) if primary and self.cfg.get("logger", {}).get(
+            "tensorboard") else None
         start = time.perf_counter() - self.elapsed
         reason, current = None, self.iteration + 1
         with StopSignals() as signals:
@@ -291,6 +293,10 @@ class TrainingLoop:
                         self._keep_best(run_dir, row["eval_return_mean"])
                     if primary:
                         run_dir.append_metrics(row)
+                        if scalars is not None:
+                            for key, value in row.items():
+                                if value is not None and key not in ("iteration", "env_steps"):
+                                    scalars.add_scalar(key, value, self.env_steps)
                         progress.update(self.env_steps, row)
                     solved, interrupted = self.agree(self._solved(), signals.received is not None)
                     if solved:
@@ -298,6 +304,8 @@ class TrainingLoop:
                     elif interrupted:
                         reason = "interrupted"
                     elif pipe.checkpoint_every and self.iteration % pipe.checkpoint_every == 0:
+                        if scalars is not None:  # the events cover at least what the checkpoint covers
+                            scalars.flush()
                         self.save(run_dir)
             except NonFiniteError as exc:
                 saved = "none" if self.saved_iteration is None else f"iteration {self.saved_iteration}"
@@ -308,8 +316,25 @@ class TrainingLoop:
             finally:
                 if progress is not None:
                     progress.close()
+                if scalars is not None:
+                    scalars.close()
         self.save(run_dir, final=reason != "interrupted")
         summary = self.summary(reason)
         if reason == "interrupted":
             summary["exit_code"] = signals.exit_code
         return summary
+
+
+def _tensorboard(run_dir: RunDirectory, env_steps: int) -> Any:
+    """A SummaryWriter on ``RUN/tensorboard`` (x axis: env steps). Events past ``env_steps`` (written after the
+    checkpoint a resumed run starts from) are purged, as the metrics rows are."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    # TensorBoard reads a folder's event files in name order, "events.out.tfevents.<seconds>.<host>.<pid>": a
+    # session started in the same second as an earlier one could sort before it. Wait for the next second then.
+    folder = run_dir.path / "tensorboard"
+    stamps = [int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*") if p.name.split(".")[3].isdigit()]
+    while stamps and max(stamps) >= int(time.time()):
+        time.sleep(0.05)
+    return SummaryWriter(str(run_dir.path / "tensorboard"), purge_step=env_steps + 1 if env_steps else None)
+
