@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,3 +63,5 @@ def test_example_plugin_registers_lists_and_trains(example_plugin, tmp_path, cap
         assert (run_dir / name).is_file(), name
     assert "type: reinforce_baseline" in (run_dir / "config.yaml").read_text()
     assert len((run_dir / "metrics.csv").read_text().splitlines()) >= 2  # header and at least one iteration
+    written = json.loads((run_dir / "example_plugin_summary.json").read_text())  # the plugin's on_run_end callback
+    assert written["policy"] == "reinforce_baseline" and written["reason"] == "max_env_steps"

@@ -78,3 +78,27 @@ def register_pipelines(register: RegisterFunction) -> None:
 @hookspec
 def register_models(register: RegisterFunction) -> None:
     """Register network (model) classes: call ``register(name, model_class)``."""
+
+
+# -- callbacks: called by the training loop of every pipeline, in the process that writes the run directory -------
+@hookspec
+def on_metrics_row(row: dict, run_dir: str | None, cfg: dict) -> None:
+    """After every metrics row is written (``row``: the row's keys and values, as in metrics.jsonl), e.g. to send
+    it to W&B or MLflow. ``run_dir`` is the run directory; ``cfg`` the resolved config."""
+
+
+@hookspec
+def on_evaluation(returns: list, row: dict, run_dir: str | None, cfg: dict) -> None:
+    """After every evaluation during training: the episodes' returns and the row that will carry their mean."""
+
+
+@hookspec
+def should_stop(row: dict, cfg: dict) -> bool | None:
+    """A custom stop rule, asked after every row: return True to stop the run now (it saves and ends with reason
+    ``callback``). Every process of a multi-process run stops together."""
+
+
+@hookspec
+def on_run_end(summary: dict, run_dir: str | None, cfg: dict) -> None:
+    """Once, when the run ends (any reason but an error), after its last save: the summary ``zoo run`` prints."""
+

@@ -70,6 +70,25 @@ class PluginReport:
 
 _lock = threading.RLock()  # re-entrant: a plugin's import may itself call load_plugins()
 _report: PluginReport | None = None
+_manager: pluggy.PluginManager | None = None
+CALLBACK_HOOKS = ("on_metrics_row", "on_evaluation", "should_stop", "on_run_end")
+
+
+def callback_manager(import_names: Sequence[str] = ()) -> pluggy.PluginManager | None:
+    """A plugin manager holding the callback hooks (``zoo.hookspecs``) of the loaded plugins and of the already
+    imported ``import_names`` modules of one run (so a stop rule kept next to one config applies to that run only),
+    or None when none implements any."""
+    load_plugins()
+    assert _manager is not None
+    manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    manager.add_hookspecs(hookspecs)
+    candidates = [(name, plugin) for name, plugin in _manager.list_name_plugin()]
+    candidates += [(f"import_names:{name}", sys.modules[name]) for name in import_names if name in sys.modules]
+    for name, plugin in candidates:
+        if any(hasattr(getattr(plugin, hook, None), f"{hookspecs.PROJECT_NAME}_impl") for hook in CALLBACK_HOOKS):
+            if not manager.is_registered(plugin):
+                manager.register(plugin, name=name)
+    return manager if manager.get_plugins() else None
 
 
 def load_plugins(force: bool = False) -> PluginReport:
@@ -90,8 +109,10 @@ def load_plugins(force: bool = False) -> PluginReport:
     with _lock:
         if _report is not None and not force:
             return _report
+        global _manager
         manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         manager.add_hookspecs(hookspecs)
+        _manager = manager
         report = PluginReport()
         _report = report  # a nested call (from a plugin being imported) sees the load in progress, not a new one
         _load_one(manager, report, BUILTIN_PLUGIN_NAME, lambda: importlib.import_module(BUILTIN_PLUGIN_MODULE))

@@ -30,7 +30,9 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
-from ..errors import NonFiniteError
+from ..config import to_plain
+from ..errors import NonFiniteError, ZooError, first_line
+from ..plugins import callback_manager
 from ..policies.base import LearnContext, Policy
 from .evaluator import evaluate_policy
 from .process import component_seed, rng_state, set_rng_state, setup_process
@@ -262,8 +264,9 @@ class TrainingLoop:
     def run(self, run_dir: RunDirectory | None) -> dict[str, Any]:
         """Train until the budget, ``stop_return`` or a stop signal; save; return the summary.
 
-        The summary's ``reason`` is ``max_env_steps``, ``stop_return`` or ``interrupted`` (with ``exit_code``
-        128 + signal). A non-finite loss, gradient or env output raises NonFiniteError naming the iteration;
+        The summary's ``reason`` is ``max_env_steps``, ``stop_return``, ``callback`` (a plugin's ``should_stop``)
+        or ``interrupted`` (with ``exit_code`` 128 + signal). Plugins' callback hooks (``zoo.hookspecs``) are
+        called on rank 0. A non-finite loss, gradient or env output raises NonFiniteError naming the iteration;
         the checkpoint on disk is then the last consistent one.
         """
         pipe = self.cfg.pipeline
@@ -273,6 +276,8 @@ class TrainingLoop:
             self.save(run_dir)  # a run killed at once can still be resumed
         scalars = _tensorboard(run_dir, self.env_steps) if primary and self.cfg.get("logger", {}).get(
             "tensorboard") else None
+        manager = callback_manager(list(self.cfg.get("import_names") or [])) if primary else None
+        hooks = _Callbacks(manager, self.cfg, run_dir) if manager is not None else None
         start = time.perf_counter() - self.elapsed
         reason, current = None, self.iteration + 1
         with StopSignals() as signals:
@@ -291,6 +296,8 @@ class TrainingLoop:
                         returns = self.evaluate(pipe.eval_episodes, seed)
                         row.update(eval_return_mean=float(np.mean(returns)), eval_return_std=float(np.std(returns)))
                         self._keep_best(run_dir, row["eval_return_mean"])
+                        if hooks is not None:
+                            hooks.call("on_evaluation", returns=[float(r) for r in returns], row=row)
                     if primary:
                         run_dir.append_metrics(row)
                         if scalars is not None:
@@ -298,11 +305,17 @@ class TrainingLoop:
                                 if value is not None and key not in ("iteration", "env_steps"):
                                     scalars.add_scalar(key, value, self.env_steps)
                         progress.update(self.env_steps, row)
-                    solved, interrupted = self.agree(self._solved(), signals.received is not None)
+                    wanted = False
+                    if hooks is not None:
+                        hooks.call("on_metrics_row", row=row)
+                        wanted = any(answer is True for answer in hooks.call("should_stop", row=row))
+                    solved, interrupted, wanted = self.agree(self._solved(), signals.received is not None, wanted)
                     if solved:
                         reason, self.reached_stop_return = "stop_return", pipe.stop_return
                     elif interrupted:
                         reason = "interrupted"
+                    elif wanted:
+                        reason = "callback"
                     elif pipe.checkpoint_every and self.iteration % pipe.checkpoint_every == 0:
                         if scalars is not None:  # the events cover at least what the checkpoint covers
                             scalars.flush()
@@ -322,7 +335,26 @@ class TrainingLoop:
         summary = self.summary(reason)
         if reason == "interrupted":
             summary["exit_code"] = signals.exit_code
+        if hooks is not None:
+            hooks.call("on_run_end", summary={**summary, "run_dir": hooks.run_dir})
         return summary
+
+
+class _Callbacks:
+    """The plugins' callback hooks, called with the run directory and config; a failing one is a ZooError."""
+
+    def __init__(self, manager: Any, cfg: EasyDict, run_dir: RunDirectory | None) -> None:
+        self.hooks = manager.hook
+        self.cfg = to_plain(cfg)
+        self.run_dir = None if run_dir is None else str(run_dir.path)
+
+    def call(self, name: str, **kwargs: Any) -> list[Any]:
+        extra = {"run_dir": self.run_dir} if name != "should_stop" else {}
+        try:
+            return getattr(self.hooks, name)(**kwargs, **extra, cfg=self.cfg)
+        except Exception as exc:
+            raise ZooError(f"a plugin's {name} callback failed: {type(exc).__name__}: {first_line(exc, 200)}; "
+                           f"the last checkpoint is kept: fix or remove that plugin") from None
 
 
 def _tensorboard(run_dir: RunDirectory, env_steps: int) -> Any:

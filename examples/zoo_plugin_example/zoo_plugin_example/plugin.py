@@ -1,13 +1,20 @@
-"""A complete zoo plugin: one policy class and the hook that registers it, using zoo's public names only.
+"""A complete zoo plugin: one policy class and the hook that registers it, plus a callback, using zoo's public
+names only.
 
 ``ReinforceBaselinePolicy`` is REINFORCE with a learned value baseline: Monte-Carlo advantages (GAE with
 lambda = 1, computed by the inherited ``process_rollout``), normalised and clipped, fed to rl_utils' A2C loss.
 Networks, sampling, evaluation, the optimiser and checkpoint state come from ``ActorCriticPolicy``; the built-in
 ``serial_onpolicy`` pipeline drives it, and ``parallel_sync`` runs it on several workers unchanged.
+
+``on_run_end`` shows the callback hooks (``zoo.hookspecs``: ``on_metrics_row``, ``on_evaluation``,
+``should_stop``, ``on_run_end``): a logger for W&B or MLflow would send each row from ``on_metrics_row``; this
+one writes a one-line summary of every run into its run directory.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 from zoo.hookspecs import hookimpl
@@ -48,3 +55,12 @@ class ReinforceBaselinePolicy(ActorCriticPolicy):
 def register_policies(register):
     """Called once per process by zoo.plugins.load_plugins; the name is what `policy.type` refers to."""
     register("reinforce_baseline", ReinforceBaselinePolicy)
+
+
+@hookimpl
+def on_run_end(summary, run_dir, cfg):
+    """Called once when any run ends (in the process that writes its run directory)."""
+    if run_dir is not None:
+        line = {"policy": cfg["policy"]["type"], "reason": summary["reason"], "env_steps": summary["env_steps"]}
+        (Path(run_dir) / "example_plugin_summary.json").write_text(json.dumps(line) + "\n")
+
