@@ -62,7 +62,22 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--stochastic", action="store_true", help="sample actions instead of the policy's mode")
     evaluation.add_argument("--device", default="cpu", help="cpu or cuda")
     evaluation.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    plotting = commands.add_parser("plot", help="learning curves of runs (seeds as mean and band), or a table")
+    plotting.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB", help="run directories, folders of them, globs")
+    plotting.add_argument("--x", default="env_steps", choices=("env_steps", "wall_time"))
+    plotting.add_argument("--y", default=None, help="metric (default: eval_return_mean, else episode_return_mean)")
+    plotting.add_argument("--out", default=None, help="write the figure (PNG, SVG, PDF); needs the plot extra")
+    plotting.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plot import plot
+
+    print(plot(list(args.runs), args.x, args.y, args.out))
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -188,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "list":
             return _list()
+        if args.command == "plot":
+            return _plot(args)
         return _eval(args)
     except ZooError as error:
         if args.debug:
