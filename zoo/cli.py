@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
                             help="the latest checkpoint, or best_model.pt (the best evaluation during training)")
     evaluation.add_argument("--stochastic", action="store_true", help="sample actions instead of the policy's mode")
     evaluation.add_argument("--device", default="cpu", help="cpu or cuda")
+    evaluation.add_argument("--video", metavar="DIR", default=None,
+                            help="record the episodes as videos in DIR (rgb_array rendering; the video extra)")
+    evaluation.add_argument("--video-format", choices=("mp4", "gif"), default="mp4")
+    evaluation.add_argument("--fps", type=int, default=30, help="frames per second of --video")
     evaluation.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     plotting = commands.add_parser("plot", help="learning curves of runs (seeds as mean and band), or a table")
     plotting.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB", help="run directories, folders of them, globs")
@@ -166,6 +170,22 @@ def _eval(args: argparse.Namespace) -> int:
     cfg, policy, obs_state = load_run(args.run_dir, args.device, args.which)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
     seed = component_seed(cfg.seed, 0, "eval") if args.seed is None else args.seed
+    if args.video is not None:
+        from .video import record_episodes
+
+        if not 1 <= args.fps <= 1000:
+            raise ZooError(f"--fps must be between 1 and 1000, got {args.fps}")
+        written = record_episodes(
+            policy, cfg.env.id, args.video, args.episodes, seed, env_kwargs=dict(cfg.env.kwargs),
+            max_episode_steps=cfg.env.max_episode_steps, normalize_obs=normalize, deterministic=not args.stochastic,
+            fmt=args.video_format, fps=args.fps, step_limit=args.step_limit,
+        )
+        for path, episode_return in written:
+            print(f"{path} return={episode_return:.4f}")
+        returns = [episode_return for _, episode_return in written]
+        print(f"mean_return={float(np.mean(returns)):.4f} std_return={float(np.std(returns)):.4f} "
+              f"episodes={len(returns)}")
+        return 0
     returns = evaluate_policy(
         policy, cfg.env.id, args.episodes, seed, env_kwargs=dict(cfg.env.kwargs),
         max_episode_steps=cfg.env.max_episode_steps, normalize_obs=normalize,
