@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--video-format", choices=("mp4", "gif"), default="mp4")
     evaluation.add_argument("--fps", type=int, default=30, help="frames per second of --video")
     evaluation.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    configuring = commands.add_parser("config", help="every config key of a policy and pipeline: default, range, "
+                                                     "meaning")
+    configuring.add_argument("policy", help="a registered policy name (see zoo list)")
+    configuring.add_argument("--pipeline", default=None, help="a pipeline it runs on (default: its own)")
+    configuring.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
     plotting = commands.add_parser("plot", help="learning curves of runs (seeds as mean and band), or a table")
     plotting.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB", help="run directories, folders of them, globs")
     plotting.add_argument("--x", default="env_steps", choices=("env_steps", "wall_time"))
@@ -225,6 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list()
         if args.command == "plot":
             return _plot(args)
+        if args.command == "config":
+            from .describe import describe
+
+            print(describe(args.policy, args.pipeline))
+            return 0
         return _eval(args)
     except ZooError as error:
         if args.debug:

@@ -47,19 +47,25 @@ from .registry import PIPELINE_REGISTRY, POLICY_REGISTRY
 from .rl_utils.distributed import world_info
 
 BASE_CONFIG: dict[str, Any] = {
-    "exp_name": "run",
-    "seed": 0,
-    "device": "cpu",
-    "torch_threads": 1,
-    "runs_dir": "runs",
-    "import_names": [],
+    "exp_name": "run",  # the run directory's name under runs_dir (made unique: name_2, name_3...)
+    "seed": 0,  # every random stream of the run derives from it
+    "device": "cpu",  # cpu, cuda or cuda:N
+    "torch_threads": 1,  # torch intra-op threads (1 is fastest for small networks on CPU)
+    "runs_dir": "runs",  # where run directories are created
+    "import_names": [],  # modules to import first (your registered policies, envs, callbacks)
     # Directories searched for import_names (relative ones from the config file's folder); the config file's
     # own folder is added when resolving, as an absolute path, so a run's config.yaml finds them again.
-    "import_paths": [],
-    "env": {"id": "CartPole-v1", "kwargs": {}, "max_episode_steps": None},
+    "import_paths": [],  # folders searched for import_names (the config file's own is added)
+    "env": {
+        "id": "CartPole-v1",  # a gymnasium id or a name registered in zoo's env registry
+        "kwargs": {},  # keyword arguments for gymnasium.make or the registered factory
+        "max_episode_steps": None,  # a time limit (truncation) on every episode; None: the env's own
+    },
     "policy": {"type": "ppo"},
     "pipeline": {},
-    "logger": {"tensorboard": False},  # also write every metrics row as TensorBoard scalars (the extra)
+    "logger": {
+        "tensorboard": False,  # also write every metrics row as TensorBoard scalars (the tensorboard extra)
+    },
 }
 BASE_RANGES = {
     "seed": Range(0, 2**63 - 1),

@@ -45,14 +45,14 @@ class TrainingLoop:
     """Base class of every pipeline; see the module docstring. ``run`` trains and returns a summary."""
 
     default_config: ClassVar[dict[str, Any]] = {
-        "max_env_steps": 1_000_000,
-        "stop_return": None,
-        "stats_window": 100,
-        "eval_every": 10,
-        "eval_episodes": 10,
-        "eval_step_limit": 100_000,
-        "checkpoint_every": 50,
-        "log_every_s": 2.0,
+        "max_env_steps": 1_000_000,  # the budget: env steps over all envs (and workers)
+        "stop_return": None,  # stop when the training window's mean reaches it (None: off)
+        "stats_window": 100,  # episodes in the training-return window
+        "eval_every": 10,  # evaluate every N iterations (0: never)
+        "eval_episodes": 10,  # episodes per evaluation
+        "eval_step_limit": 100_000,  # an eval episode longer than this is an error
+        "checkpoint_every": 50,  # checkpoint every N iterations (0: only at the end)
+        "log_every_s": 2.0,  # seconds between progress lines
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         "max_env_steps": (1, None),

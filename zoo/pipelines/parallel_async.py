@@ -475,17 +475,17 @@ class ParallelAsyncPipeline(TrainingLoop):
     actor_learner: ClassVar[bool] = True
     default_config: ClassVar[dict[str, Any]] = {
         **TrainingLoop.default_config,
-        "num_actors": 2,
-        "num_envs": 8,
-        "unroll_length": 32,
-        "batch_unrolls": 4,
-        "queue_size": 16,
-        "restart_actors": True,
-        "start_method": "auto",
+        "num_actors": 2,  # actor processes (torchrun: WORLD_SIZE - 1)
+        "num_envs": 8,  # sub-envs per actor
+        "unroll_length": 32,  # steps per actor unroll (T)
+        "batch_unrolls": 4,  # unrolls per learner update
+        "queue_size": 16,  # shared-memory unroll slots (bounds memory and policy lag)
+        "restart_actors": True,  # restart an actor that dies (one machine)
+        "start_method": "auto",  # how actor processes start (auto: fork on Linux)
         "actor_timeout_s": 10.0,  # under torchrun: an actor (or the learner) silent this long is gone
-        "vector_mode": "auto",
-        "eval_every": 100,
-        "checkpoint_every": 500,
+        "vector_mode": "auto",  # vector env mode of each actor
+        "eval_every": 100,  # evaluate every N learner updates (0: never)
+        "checkpoint_every": 500,  # checkpoint every N learner updates
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         **TrainingLoop.config_ranges,

@@ -117,11 +117,11 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
     distributed: ClassVar[bool] = True
     default_config: ClassVar[dict[str, Any]] = {
         **SerialOnPolicyPipeline.default_config,
-        "world_size": 2,
-        "backend": "auto",
-        "timeout_s": 300.0,
-        "normalize_obs": True,
-        "normalize_reward": True,
+        "world_size": 2,  # worker processes (torchrun: WORLD_SIZE)
+        "backend": "auto",  # auto (gloo on CPU, nccl on CUDA), gloo or nccl
+        "timeout_s": 300.0,  # seconds a collective may wait for a silent peer
+        "normalize_obs": True,  # observation statistics merged across workers
+        "normalize_reward": True,  # reward-scale statistics merged across workers
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         **SerialOnPolicyPipeline.config_ranges,

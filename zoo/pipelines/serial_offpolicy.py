@@ -26,15 +26,15 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
 
     default_config: ClassVar[dict[str, Any]] = {
         **VectorEnvPipeline.default_config,
-        "num_envs": 1,
-        "buffer_size": 1_000_000,
-        "learning_starts": 5_000,
+        "num_envs": 1,  # sub-envs of the vector env
+        "buffer_size": 1_000_000,  # replay capacity in transitions
+        "learning_starts": 5_000,  # uniform random actions for this many env steps
         "train_freq": 1,  # steps of every env between learning calls
         "gradient_steps": 1,  # updates per learning call
-        "steps_per_iteration": 1_000,
-        "save_replay": True,
-        "eval_every": 5,
-        "checkpoint_every": 10,
+        "steps_per_iteration": 1_000,  # env steps per iteration (metrics row)
+        "save_replay": True,  # save the replay buffer with checkpoints (exact resume)
+        "eval_every": 5,  # evaluate every N iterations (0: never)
+        "checkpoint_every": 10,  # checkpoint every N iterations (0: only at the end)
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         **VectorEnvPipeline.config_ranges,

@@ -18,7 +18,10 @@ from .vector_pipeline import VectorEnvPipeline
 class SerialOnPolicyPipeline(VectorEnvPipeline):
     """One process: collect ``rollout_steps`` steps of ``num_envs`` envs, then one ``learn`` call."""
 
-    default_config: ClassVar[dict[str, Any]] = {**VectorEnvPipeline.default_config, "rollout_steps": 128}
+    default_config: ClassVar[dict[str, Any]] = {
+        **VectorEnvPipeline.default_config,
+        "rollout_steps": 128,  # steps of every env per rollout (one learn call each)
+    }
     config_ranges: ClassVar[dict[str, Any]] = {**VectorEnvPipeline.config_ranges, "rollout_steps": (1, None)}
 
     def check_sizes(self, observation_space: gym.Space, action_space: gym.Space) -> None:

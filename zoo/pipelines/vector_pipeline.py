@@ -23,13 +23,13 @@ class VectorEnvPipeline(TrainingLoop):
 
     default_config: ClassVar[dict[str, Any]] = {
         **TrainingLoop.default_config,
-        "num_envs": 8,
-        "vector_mode": "auto",
-        "normalize_obs": False,
-        "normalize_reward": False,
+        "num_envs": 8,  # sub-envs of the vector env
+        "vector_mode": "auto",  # auto, sync, async or vector_entry_point (numpy-vectorised)
+        "normalize_obs": False,  # running mean/std observation normalisation
+        "normalize_reward": False,  # scale rewards by a running return std
         "reward_gamma": None,  # discount of the reward normaliser's return; None: the policy's gamma
-        "clip_obs": 10.0,
-        "clip_reward": 10.0,
+        "clip_obs": 10.0,  # clip normalised observations to +-this
+        "clip_reward": 10.0,  # clip scaled rewards to +-this
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         **TrainingLoop.config_ranges,

@@ -15,11 +15,11 @@ class A2CPolicy(ActorCriticPolicy):
 
     default_config: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.common_config,
-        "optimizer": "rmsprop",
-        "learning_rate": 7e-4,
-        "gae_lambda": 1.0,
-        "normalize_advantage": False,
-        "entropy_coef": 0.0,
+        "optimizer": "rmsprop",  # RMSprop as in A2C
+        "learning_rate": 7e-4,  # initial learning rate
+        "gae_lambda": 1.0,  # 1: n-step returns over the rollout
+        "normalize_advantage": False,  # off in classic A2C
+        "entropy_coef": 0.0,  # weight of the entropy bonus
     }
 
     def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:

@@ -97,20 +97,20 @@ class ActorCriticPolicy(Policy):
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
     common_config: ClassVar[dict[str, Any]] = {
-        "hidden_sizes": [64, 64],
-        "activation": "tanh",
-        "shared_network": False,
-        "init_log_std": 0.0,
-        "optimizer": "adam",
-        "learning_rate": 3e-4,
-        "anneal_lr": True,
-        "adam_eps": 1e-5,
-        "gamma": 0.99,
-        "gae_lambda": 0.95,
-        "normalize_advantage": True,
-        "value_coef": 0.5,
-        "entropy_coef": 0.0,
-        "max_grad_norm": 0.5,
+        "hidden_sizes": [64, 64],  # widths of the hidden layers of each MLP
+        "activation": "tanh",  # hidden-layer activation
+        "shared_network": False,  # one trunk for policy and value (else one each)
+        "init_log_std": 0.0,  # initial log std of Gaussian actions
+        "optimizer": "adam",  # the flat optimiser
+        "learning_rate": 3e-4,  # initial learning rate
+        "anneal_lr": True,  # decay the learning rate linearly to 0 over the budget
+        "adam_eps": 1e-5,  # epsilon of Adam (and RMSprop)
+        "gamma": 0.99,  # discount factor
+        "gae_lambda": 0.95,  # GAE lambda (1: Monte-Carlo returns)
+        "normalize_advantage": True,  # zero-mean unit-std advantages per minibatch
+        "value_coef": 0.5,  # weight of the value loss
+        "entropy_coef": 0.0,  # weight of the entropy bonus
+        "max_grad_norm": 0.5,  # clip the gradient norm to this (0: no clipping)
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         "hidden_sizes": (1, 1_000_000),

@@ -27,12 +27,12 @@ class ImpalaPolicy(ActorCriticPolicy):
     pipelines: ClassVar[tuple[str, ...]] = ("parallel_async",)
     default_config: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.common_config,
-        "optimizer": "adam",
-        "learning_rate": 6e-4,
-        "anneal_lr": True,
-        "entropy_coef": 0.01,
-        "value_coef": 0.5,
-        "max_grad_norm": 40.0,
+        "optimizer": "adam",  # the flat optimiser
+        "learning_rate": 6e-4,  # initial learning rate
+        "anneal_lr": True,  # decay the learning rate linearly to 0
+        "entropy_coef": 0.01,  # weight of the entropy bonus
+        "value_coef": 0.5,  # weight of the value (V-trace target) loss
+        "max_grad_norm": 40.0,  # clip the gradient norm (IMPALA: 40)
         "vtrace_lambda": 1.0,  # the trace-cutting lambda of the V-trace paper (1: plain V-trace)
         "rho_clip": 1.0,  # rho-bar: truncation of the importance weights in the value targets
         "c_clip": 1.0,  # c-bar: truncation of the trace coefficients

@@ -22,13 +22,13 @@ class PPOPolicy(ActorCriticPolicy):
 
     default_config: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.common_config,
-        "clip_ratio": 0.2,
-        "anneal_clip": False,
-        "value_clip": False,
-        "dual_clip": None,
-        "epochs": 10,
-        "minibatch_size": 64,
-        "target_kl": None,
+        "clip_ratio": 0.2,  # PPO's clip range epsilon
+        "anneal_clip": False,  # decay clip_ratio linearly to 0 over the budget
+        "value_clip": False,  # clip value updates to clip_ratio around the old values
+        "dual_clip": None,  # dual-clip constant c > 1 (None: off)
+        "epochs": 10,  # passes over each rollout
+        "minibatch_size": 64,  # samples per gradient step
+        "target_kl": None,  # stop the epochs when the approximate KL exceeds 1.5x this (None: off)
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.config_ranges,

@@ -50,40 +50,40 @@ class SACPolicy(Policy):
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
     default_config: ClassVar[dict[str, Any]] = {
-        "hidden_sizes": [256, 256],
-        "activation": "relu",
-        "actor_learning_rate": 3e-4,
-        "critic_learning_rate": 3e-4,
-        "alpha_learning_rate": 3e-4,
-        "batch_size": 256,
-        "gamma": 0.99,
-        "tau": 0.005,
-        "init_alpha": 1.0,
-        "auto_alpha": True,
+        "hidden_sizes": [256, 256],  # widths of the hidden layers of actor and critics
+        "activation": "relu",  # hidden-layer activation
+        "actor_learning_rate": 3e-4,  # Adam learning rate of the actor
+        "critic_learning_rate": 3e-4,  # Adam learning rate of the critics
+        "alpha_learning_rate": 3e-4,  # Adam learning rate of the temperature
+        "batch_size": 256,  # transitions per gradient update
+        "gamma": 0.99,  # discount factor
+        "tau": 0.005,  # Polyak rate of the target critics
+        "init_alpha": 1.0,  # initial entropy temperature
+        "auto_alpha": True,  # learn the temperature towards target_entropy
         "target_entropy": None,  # None: -|A|
         "actor_update_interval": 1,  # actor and temperature update every N critic updates
-        "target_update_interval": 1,
+        "target_update_interval": 1,  # target critics update every N critic updates
         "max_grad_norm": 0.0,  # 0: no clipping
-        "log_std_min": -20.0,
-        "log_std_max": 2.0,
-        "critic_loss": "mse",
+        "log_std_min": -20.0,  # lower clamp of the actor's log std
+        "log_std_max": 2.0,  # upper clamp of the actor's log std
+        "critic_loss": "mse",  # mse, or hl_gauss: categorical critics with the HL-Gauss cross-entropy
         "hl_gauss_min": None,  # the HL-Gauss support: required with critic_loss='hl_gauss'
-        "hl_gauss_max": None,
-        "hl_gauss_bins": 101,
-        "hl_gauss_sigma_ratio": 0.75,
+        "hl_gauss_max": None,  # upper end of the HL-Gauss support
+        "hl_gauss_bins": 101,  # bins of the HL-Gauss support
+        "hl_gauss_sigma_ratio": 0.75,  # HL-Gauss sigma as a multiple of the bin width
         # ACE
-        "causal_weights": False,
+        "causal_weights": False,  # ACE: weight log-probs per action dimension by DirectLiNGAM effects
         "causal_interval": 10_000,  # env steps between DirectLiNGAM fits
         "causal_sample_size": 10_000,  # the most recent transitions each fit uses
         "causal_apply_after": 200,  # gradient updates between a fit's start and its weights' use
-        "causal_temperature": 1.0,
+        "causal_temperature": 1.0,  # softmax temperature of the causal weights
         "causal_use_abs": True,  # softmax |effect| (False: the signed effect, as the ACE code)
-        "dormant_reset": False,
+        "dormant_reset": False,  # ACE: gradient-dormancy-guided resets
         "reset_interval": 100_000,  # gradient updates between resets
         "reset_start": 5_000,  # no reset before this many updates
-        "dormant_tau": 0.05,
-        "reset_factor_min": 0.2,
-        "reset_factor_max": 0.9,
+        "dormant_tau": 0.05,  # a neuron is dormant below tau x its layer's mean gradient norm
+        "reset_factor_min": 0.2,  # lowest mixing factor of a reset
+        "reset_factor_max": 0.9,  # highest mixing factor of a reset
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         "hidden_sizes": (1, 1_000_000),
