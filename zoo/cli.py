@@ -8,6 +8,7 @@ problem and the fix; ``--debug`` adds the traceback); 128 + N after signal N sav
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import traceback
 import warnings
@@ -39,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--exp-name", help="name of the run directory under runs_dir")
     run.add_argument("--device", help="cpu or cuda")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress line, only warnings and errors")
+    run.add_argument("-v", "--verbose", action="store_true", help="also log every metrics row (debug)")
     run.add_argument("--tensorboard", action="store_true",
                      help="also write the metrics as TensorBoard scalars in RUN/tensorboard (logger.tensorboard)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
@@ -104,6 +107,13 @@ def _run(args: argparse.Namespace) -> int:
             overrides.append((key, flag))
     if args.tensorboard:
         overrides.append(("logger.tensorboard", True))
+    if args.quiet and args.verbose:
+        raise ZooError("use -q (quiet) or -v (verbose), not both")
+    if args.quiet:
+        overrides.append(("logger.progress", False))
+    from .experiment import ensure_logging
+
+    ensure_logging(logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO)
     if args.seeds:
         return _run_seeds(args, overrides)
     if args.jobs != 1:
@@ -111,7 +121,8 @@ def _run(args: argparse.Namespace) -> int:
     summary = train(args.config, overrides, resume=args.resume)
     print(
         f"run_dir={summary['run_dir']} reason={summary['reason']} env_steps={summary['env_steps']} "
-        f"wall_time={summary['wall_time']:.1f}s episode_return_mean={summary['episode_return_mean']}"
+        f"wall_time={summary['wall_time']:.1f}s episode_return_mean={_rounded(summary['episode_return_mean'])} "
+        f"eval_return_mean={_rounded(summary.get('eval_return_mean'))}"
     )
     if summary["reason"] == "interrupted":
         print(f"interrupted: checkpoint saved; continue with: zoo run --resume {summary['run_dir']}")
@@ -121,6 +132,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def _plural(kind: str) -> str:
     return kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+
+
+def _rounded(value: float | None) -> str:
+    return "None" if value is None else f"{value:.2f}"
 
 
 def _run_seeds(args: argparse.Namespace, overrides: list[Any]) -> int:

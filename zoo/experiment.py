@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import logging
 import os
 import pickle
 import shutil
@@ -65,6 +66,7 @@ BASE_CONFIG: dict[str, Any] = {
     "pipeline": {},
     "logger": {
         "tensorboard": False,  # also write every metrics row as TensorBoard scalars (the tensorboard extra)
+        "progress": True,  # the progress line on stderr (zoo run -q turns it off)
     },
 }
 BASE_RANGES = {
@@ -183,6 +185,21 @@ def build_pipeline(cfg: EasyDict) -> TrainingLoop:
     return PIPELINE_REGISTRY.get(cfg.pipeline.type)(cfg, rank, world_size)
 
 
+def ensure_logging(level: int | None = None) -> None:
+    """Messages that are not the progress line go through the ``zoo`` logger; unless the application configured
+    it, they go to stderr as ``zoo: message`` at INFO (``level`` changes that: ``zoo run -q``/``-v``)."""
+    logger = logging.getLogger("zoo")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("zoo: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+    if level is not None:
+        logger.setLevel(level)
+
+
 def train(
     config: str | Path | Mapping[str, Any] | None = None,
     overrides: list[Any] | None = None,
@@ -201,6 +218,7 @@ def train(
         ``reason`` (``max_env_steps``, ``stop_return`` or ``interrupted``, with ``exit_code``), ``iteration``,
         ``env_steps``, ``wall_time``, ``episode_return_mean`` and ``run_dir`` (None on ranks other than 0).
     """
+    ensure_logging()
     if resume is not None:
         if config is not None:
             raise ConfigError("use either a config (--config) or a run directory (--resume), not both: "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import datetime
 import importlib
+import logging
 import multiprocessing.connection
 import os
 import pickle
@@ -55,6 +56,9 @@ _PEER_ERRORS = ("connection closed by peer", "connection reset", "broken pipe", 
 _TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
+log = logging.getLogger("zoo")
+
+
 class WorkerError(ZooError):
     """A worker process failed (an exception or a kill); the run was stopped."""
 
@@ -77,8 +81,8 @@ def join_actor_learner(cfg: EasyDict) -> int:
         raise ConfigError(f"pipeline '{cfg.pipeline.type}' under torchrun needs a learner and at least one actor, "
                           f"but WORLD_SIZE is {world_size}: start 2 or more processes, or use `zoo run` alone")
     if world_size - 1 != cfg.pipeline.num_actors and rank == 0:
-        print(f"zoo: pipeline.num_actors is {cfg.pipeline.num_actors} in the config; torchrun started "
-              f"{world_size} processes: rank 0 learns, {world_size - 1} act", file=sys.stderr, flush=True)
+        log.info(f"pipeline.num_actors is {cfg.pipeline.num_actors} in the config; torchrun started "
+                 f"{world_size} processes: rank 0 learns, {world_size - 1} act")
     cfg.pipeline.num_actors = world_size - 1
     if not dist.is_initialized():
         dist.init_process_group("gloo", init_method="env://")
@@ -120,8 +124,8 @@ def join_from_environment(cfg: EasyDict) -> None:
         return
     world_size = int(os.environ["WORLD_SIZE"])
     if world_size != cfg.pipeline.world_size and int(os.environ["RANK"]) == 0:
-        print(f"zoo: pipeline.world_size is {cfg.pipeline.world_size} in the config; torchrun started "
-              f"{world_size} processes: using {world_size}", file=sys.stderr, flush=True)
+        log.info(f"pipeline.world_size is {cfg.pipeline.world_size} in the config; torchrun started "
+                 f"{world_size} processes: using {world_size}")
     cfg.pipeline.world_size = world_size
     _place_on_device(cfg, int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(_backend(cfg), init_method="env://",

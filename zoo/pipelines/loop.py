@@ -20,6 +20,7 @@ stopped because it reached ``stop_return`` does not stop again for the same targ
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import deque
@@ -39,6 +40,8 @@ from .process import component_seed, rng_state, set_rng_state, setup_process
 from .progress import Progress
 from .run_dir import CHECKPOINT_FORMAT, RunDirectory
 from .signals import StopSignals
+
+log = logging.getLogger("zoo")
 
 
 class TrainingLoop:
@@ -84,6 +87,7 @@ class TrainingLoop:
         self.schedule = {"start_steps": 0, "start_progress": 0.0, "budget": cfg.pipeline.max_env_steps}
         self.reached_stop_return: float | None = None
         self.best_eval_return: float | None = None  # the best eval mean so far (its model is best_model.pt)
+        self.last_eval_return: float | None = None  # the latest eval mean (the summary's eval_return_mean)
         self.saved_iteration: int | None = None
         self.policy: Policy
         self.build()
@@ -158,6 +162,7 @@ class TrainingLoop:
                 "elapsed": self.elapsed, "recent_returns": list(self.recent_returns),
                 "recent_lengths": list(self.recent_lengths), "schedule": dict(self.schedule),
                 "reached_stop_return": self.reached_stop_return, "best_eval_return": self.best_eval_return,
+                "last_eval_return": self.last_eval_return,
             },
             "rng": rng_state(),
             "metrics_rows": self.iteration,
@@ -186,6 +191,7 @@ class TrainingLoop:
         self.schedule = dict(loop["schedule"])
         self.reached_stop_return = loop["reached_stop_return"]
         self.best_eval_return = loop.get("best_eval_return")
+        self.last_eval_return = loop.get("last_eval_return")
         budget = self.cfg.pipeline.max_env_steps
         if budget != self.schedule["budget"]:
             reached = self.progress()
@@ -259,6 +265,7 @@ class TrainingLoop:
         return {
             "reason": reason, "iteration": self.iteration, "env_steps": self.env_steps, "wall_time": self.elapsed,
             "episode_return_mean": float(np.mean(self.recent_returns)) if self.recent_returns else None,
+            "eval_return_mean": self.last_eval_return,
         }
 
     def run(self, run_dir: RunDirectory | None) -> dict[str, Any]:
@@ -271,7 +278,8 @@ class TrainingLoop:
         """
         pipe = self.cfg.pipeline
         primary = self.rank == 0
-        progress = Progress(pipe.max_env_steps, pipe.log_every_s) if primary else None
+        show = self.cfg.get("logger", {}).get("progress", True)
+        progress = Progress(pipe.max_env_steps, pipe.log_every_s) if primary and show else None
         if self.saved_iteration is None:
             self.save(run_dir)  # a run killed at once can still be resumed
         scalars = _tensorboard(run_dir, self.env_steps) if primary and self.cfg.get("logger", {}).get(
@@ -296,6 +304,7 @@ class TrainingLoop:
                         returns = self.evaluate(pipe.eval_episodes, seed)
                         row.update(eval_return_mean=float(np.mean(returns)), eval_return_std=float(np.std(returns)))
                         self._keep_best(run_dir, row["eval_return_mean"])
+                        self.last_eval_return = row["eval_return_mean"]
                         if hooks is not None:
                             hooks.call("on_evaluation", returns=[float(r) for r in returns], row=row)
                     if primary:
@@ -304,7 +313,10 @@ class TrainingLoop:
                             for key, value in row.items():
                                 if value is not None and key not in ("iteration", "env_steps"):
                                     scalars.add_scalar(key, value, self.env_steps)
-                        progress.update(self.env_steps, row)
+                        if progress is not None:
+                            progress.update(self.env_steps, row)
+                        if log.isEnabledFor(logging.DEBUG):
+                            log.debug("row %s", row)
                     wanted = False
                     if hooks is not None:
                         hooks.call("on_metrics_row", row=row)

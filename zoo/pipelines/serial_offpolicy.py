@@ -10,7 +10,7 @@ checkpoint in a file of its own, unless ``save_replay`` is off: a resumed run th
 
 from __future__ import annotations
 
-import sys
+import logging
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -58,8 +58,8 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
         if self.rank == 0:
             saved = "saved with each checkpoint" if pipe.save_replay else (
                 "NOT saved (pipeline.save_replay=False): a resumed run starts with an empty buffer")
-            print(f"zoo: replay buffer of {pipe.buffer_size:,} transitions, {self.replay.nbytes / 2**20:,.1f} MiB "
-                  f"allocated, {saved}", file=sys.stderr)
+            logging.getLogger("zoo").info(f"replay buffer of {pipe.buffer_size:,} transitions, "
+                                          f"{self.replay.nbytes / 2**20:,.1f} MiB allocated, {saved}")
 
     def separate_components(self) -> dict[str, Any]:
         return {"replay": self.replay} if self.cfg.pipeline.save_replay else {}
