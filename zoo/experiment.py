@@ -13,6 +13,7 @@ import logging
 import os
 import pickle
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -185,12 +186,24 @@ def build_pipeline(cfg: EasyDict) -> TrainingLoop:
     return PIPELINE_REGISTRY.get(cfg.pipeline.type)(cfg, rank, world_size)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each message (it may be replaced after set-up)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def ensure_logging(level: int | None = None) -> None:
     """Messages that are not the progress line go through the ``zoo`` logger; unless the application configured
     it, they go to stderr as ``zoo: message`` at INFO (``level`` changes that: ``zoo run -q``/``-v``)."""
     logger = logging.getLogger("zoo")
     if not logger.handlers:
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("zoo: %(message)s"))
         logger.addHandler(handler)
         logger.propagate = False
