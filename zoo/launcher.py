@@ -22,7 +22,6 @@ iteration, rank 0 saves, and everything exits. Workers also get SIGTERM if the s
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import importlib
 import logging
@@ -44,6 +43,7 @@ from easydict import EasyDict
 
 from .config import to_plain
 from .errors import ConfigError, ZooError, first_line
+from .pipelines.process import die_with_parent
 from .pipelines.signals import StopSignals
 from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY
@@ -132,15 +132,6 @@ def join_from_environment(cfg: EasyDict) -> None:
                             timeout=datetime.timedelta(seconds=float(cfg.pipeline.timeout_s)))
 
 
-def _die_with_parent() -> None:
-    try:  # Linux: SIGTERM when the supervisor dies, so that a killed supervisor leaves no workers behind
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the supervisor died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
-
 def _one_line(error: BaseException) -> str:
     detail = first_line(error, 300)
     if isinstance(error, ZooError) or not str(error).strip():
@@ -168,7 +159,7 @@ def worker_main() -> None:
     conn = multiprocessing.connection.Connection(int(sys.argv[1]), readable=False)
     job = pickle.loads(sys.stdin.buffer.read())
     sys.path[:] = job["sys_path"]
-    _die_with_parent()
+    die_with_parent()
     rank, world_size = job["rank"], job["world_size"]
     code = 0
     try:

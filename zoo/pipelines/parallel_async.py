@@ -29,7 +29,6 @@ over torch.distributed instead of shared memory: see ``zoo.pipelines.remote_acto
 
 from __future__ import annotations
 
-import ctypes
 import math
 import multiprocessing.connection
 import os
@@ -54,7 +53,7 @@ from ..registry import POLICY_REGISTRY
 from ..sizes import check_memory
 from .collector import VectorCollector
 from .loop import TrainingLoop
-from .process import component_seed
+from .process import component_seed, die_with_parent
 
 # An actor that fails this many times in a row without delivering an unroll stops the run (a broken env).
 _FAILURES_IN_A_ROW = 3
@@ -179,13 +178,6 @@ def template_unroll(cfg: EasyDict, policy_cls: type, observation_space: gym.Spac
 
 
 # -- the actor process ---------------------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    try:  # Linux: SIGTERM when the learner dies, so that a killed learner leaves no actors behind
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def actor_collector(cfg: EasyDict, actor: int, incarnation: int) -> VectorCollector:
     """The vector env of ``actor`` (its ``incarnation``-th start), seeded apart from every other actor and
     start."""
@@ -209,7 +201,7 @@ def actor_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    _die_with_parent()
+    die_with_parent()
     collector = None
     try:
         cfg = EasyDict(cfg_plain)
