@@ -1,8 +1,9 @@
 """IMPALA on Pendulum-v1 (continuous): 2 actors x 8 envs, unrolls of 16 steps, the learner updating from 2 unrolls
 at a time with only 2 slots in the queue, so the policy lag stays about 1 update.
 
-Target: 10-episode deterministic eval mean >= -300 within 1M env steps. Measured (seed 0): -256 at 614k, then
--187..-231 to 1M (about 50 s here). With a longer queue (16 slots, lag 3-17) or one unroll per update (lag 3)
+Target: 10-episode deterministic eval mean >= -300 within 1M env steps. Measured (about 50 s each here): seed 0
+-256 at 614k then -187..-231 to 1M; seed 1 -286 at 870k, -299 at 972k (the weakest); seed 2 -106 at 614k, -207 at
+972k; seed 3 -164 at 870k, -285 at 972k. With a longer queue (16 slots, lag 3-17) or one unroll per update (lag 3)
 the Gaussian mean ran far outside the action bounds and every run stayed near -1500: V-trace's clipped
 importance weights do not save an actor-critic from a lag this large on Pendulum (see the README)."""
 
