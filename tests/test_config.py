@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -302,3 +303,12 @@ def test_to_plain_returns_plain_dicts_and_lists():
     assert plain == {"a": {"b": [{"c": 1}]}, "d": math.pi}
     assert type(plain) is dict and type(plain["a"]) is dict and type(plain["a"]["b"][0]) is dict
     assert type(plain["d"]) is float
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_every_shipped_config_resolves(path):
+    from zoo.experiment import resolve_config
+
+    cfg = resolve_config(load_config_file(path), config_dir=path.parent)
+    assert cfg.exp_name == path.stem and cfg.policy.type and cfg.pipeline.type
