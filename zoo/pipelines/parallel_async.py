@@ -63,6 +63,13 @@ class ActorError(ZooError):
     """An actor process failed and was not (or could not be) restarted; the run was stopped."""
 
 
+def unroll_fields(unroll: Unroll) -> dict[str, torch.Tensor]:
+    """An unroll's per-step tensors by slot field name (``behaviour.<name>`` for the behaviour outputs)."""
+    return {"obs": unroll.obs, "action": unroll.action, "reward": unroll.reward, "terminated": unroll.terminated,
+            "truncated": unroll.truncated, "valid": unroll.valid,
+            **{f"behaviour.{name}": x for name, x in unroll.behaviour.items()}}
+
+
 # -- shared memory -----------------------------------------------------------------------------------------
 class UnrollSlots:
     """``count`` unroll buffers in shared memory, each holding one actor unroll of ``steps`` x ``num_envs``.
@@ -81,10 +88,7 @@ class UnrollSlots:
     @staticmethod
     def specs(unroll: Unroll) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         """The field layout of ``unroll`` (a template unroll of the right shapes)."""
-        fields = {"obs": unroll.obs, "action": unroll.action, "reward": unroll.reward,
-                  "terminated": unroll.terminated, "truncated": unroll.truncated, "valid": unroll.valid,
-                  **{f"behaviour.{name}": x for name, x in unroll.behaviour.items()}}
-        return {name: (tuple(x.shape), x.dtype) for name, x in fields.items()}
+        return {name: (tuple(x.shape), x.dtype) for name, x in unroll_fields(unroll).items()}
 
     @property
     def nbytes(self) -> int:
@@ -93,10 +97,7 @@ class UnrollSlots:
 
     def write(self, slot: int, unroll: Unroll) -> None:
         """Copy ``unroll`` into ``slot``."""
-        fields = {"obs": unroll.obs, "action": unroll.action, "reward": unroll.reward,
-                  "terminated": unroll.terminated, "truncated": unroll.truncated, "valid": unroll.valid,
-                  **{f"behaviour.{name}": x for name, x in unroll.behaviour.items()}}
-        for name, value in fields.items():
+        for name, value in unroll_fields(unroll).items():
             self.tensors[name][slot].copy_(value)
         self.version[slot] = unroll.policy_version
 

@@ -32,7 +32,7 @@ from easydict import EasyDict
 from ..envs import make_env
 from ..errors import ZooError, first_line
 from ..registry import POLICY_REGISTRY
-from .parallel_async import ActorError, UnrollSlots, WeightBoard, actor_collector, template_unroll
+from .parallel_async import ActorError, UnrollSlots, WeightBoard, actor_collector, template_unroll, unroll_fields
 from .process import component_seed
 
 HELLO, UNROLL, FAILED = 0, 1, 2
@@ -338,10 +338,7 @@ def remote_actor_main(cfg: EasyDict) -> dict[str, Any]:
             torch.manual_seed(component_seed(cfg.seed, rank, "torch", version))
         while version >= 0:
             unroll = collector.rollout(policy, cfg.pipeline.unroll_length).to_unroll(version)
-            fields = {"obs": unroll.obs, "action": unroll.action, "reward": unroll.reward,
-                      "terminated": unroll.terminated, "truncated": unroll.truncated, "valid": unroll.valid,
-                      **{f"behaviour.{name}": x for name, x in unroll.behaviour.items()}}
-            version = exchange(UNROLL, version, episodes=collector.pop_finished(), fields=fields)
+            version = exchange(UNROLL, version, episodes=collector.pop_finished(), fields=unroll_fields(unroll))
             unrolls += 1
     except ActorError:
         raise
