@@ -13,7 +13,7 @@ change of import. Conventions kept everywhere in this package:
 Only torch, numpy and scipy are imported here: never policies, pipelines or envs.
 """
 
-from .a2c import a2c_data, a2c_error, a2c_error_continuous, a2c_loss
+from .a2c import a2c_data, a2c_error, a2c_error_continuous, a2c_error_multi_discrete, a2c_loss
 from .causal import causal_action_weights, causal_weighted_log_prob, direct_lingam, lingam_result
 from .distributed import allreduce_grads, broadcast_params, sync_running_mean_std, world_info
 from .distributions import (
@@ -21,6 +21,9 @@ from .distributions import (
     entropy,
     gaussian_entropy,
     gaussian_log_prob,
+    multi_categorical_entropy,
+    multi_categorical_log_prob,
+    multi_categorical_logits,
     one_hot,
     sample_tanh_gaussian,
     tanh_gaussian_log_prob,
@@ -34,6 +37,7 @@ from .ppo import (
     ppo_data_continuous,
     ppo_error,
     ppo_error_continuous,
+    ppo_error_multi_discrete,
     ppo_info,
     ppo_loss,
     ppo_policy_data,
@@ -66,9 +70,10 @@ from .vtrace import (
 
 __all__ = [
     "HLGauss", "ReturnNormalizer", "RunningMeanStd",
-    "a2c_data", "a2c_error", "a2c_error_continuous", "a2c_loss",
+    "a2c_data", "a2c_error", "a2c_error_continuous", "a2c_error_multi_discrete", "a2c_loss",
     "allreduce_grads", "broadcast_params", "sync_running_mean_std", "world_info",
     "categorical_log_prob", "entropy", "gaussian_entropy", "gaussian_log_prob", "one_hot",
+    "multi_categorical_entropy", "multi_categorical_log_prob", "multi_categorical_logits",
     "sample_tanh_gaussian", "tanh_gaussian_log_prob", "tanh_log_det_jacobian",
     "causal_action_weights", "causal_weighted_log_prob", "direct_lingam", "lingam_result",
     "categorical_to_scalar", "hl_gauss_loss", "hl_gauss_probs", "two_hot", "two_hot_loss",
@@ -77,7 +82,8 @@ __all__ = [
     "discount_cumsum", "discount_with_dones", "generalized_lambda_returns", "multistep_forward_view",
     "nstep_return", "nstep_return_data", "td_lambda_data", "td_lambda_error",
     "gae", "gae_data", "normalize",
-    "ppo_data", "ppo_data_continuous", "ppo_error", "ppo_error_continuous", "ppo_info", "ppo_loss",
+    "ppo_data", "ppo_data_continuous", "ppo_error", "ppo_error_continuous", "ppo_error_multi_discrete",
+    "ppo_info", "ppo_loss",
     "ppo_policy_data", "ppo_policy_data_continuous", "ppo_policy_error", "ppo_policy_error_continuous",
     "ppo_policy_loss", "ppo_value_data", "ppo_value_error",
 ]  # fmt: skip

@@ -125,3 +125,28 @@ def a2c_error_continuous(data: tuple) -> a2c_loss:
     _check_targets(value, adv, return_, mu.shape[:-1])
     entropy_per_sample = gaussian_entropy(sigma.expand_as(mu))
     return _losses(gaussian_log_prob(mu, sigma, action), entropy_per_sample, value, adv, return_, weight)
+
+
+def a2c_error_multi_discrete(data: tuple) -> a2c_loss:
+    """A2C loss for a policy of K independent categoricals (MultiDiscrete and MultiBinary actions). zoo's own.
+
+    Overview:
+        As ``a2c_error`` with ``log pi(a) = sum_k log pi_k(a_k)`` and the entropy summed over the components.
+    Arguments:
+        - data: ``a2c_data(logit, action, value, adv, return_, weight)`` with padded logits ``(..., K, N)`` from
+          ``multi_categorical_logits``; ``weight=None`` means uniform.
+    Returns:
+        - a2c_loss(policy_loss, value_loss, entropy_loss): 0-dim tensors.
+    Shapes:
+        - logit: ``(B, K, N)`` or any ``(..., K, N)``; action: ``(..., K)`` integers.
+        - value, adv, return_, weight: ``(...)``, e.g. ``(B,)``.
+    """
+    logit, action, value, adv, return_, weight = data
+    if logit.ndim < 3 or logit.ndim != action.ndim + 1 or action.shape != logit.shape[:-1]:
+        raise ValueError(
+            f"logit has shape {tuple(logit.shape)} and action {tuple(action.shape)}: expected (..., K, N) logits "
+            "and (..., K) actions"
+        )
+    _check_targets(value, adv, return_, logit.shape[:-2])
+    log_prob, entropy_per_component = _categorical_log_prob_and_entropy(logit, action)
+    return _losses(log_prob.sum(-1), entropy_per_component.sum(-1), value, adv, return_, weight)

@@ -10,6 +10,7 @@ Overview:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -154,3 +155,56 @@ def sample_tanh_gaussian(
         noise = torch.randn(mu.shape, dtype=mu.dtype, device=mu.device, generator=generator)
         pre_tanh = mu + sigma * noise
     return torch.tanh(pre_tanh), pre_tanh, tanh_gaussian_log_prob(mu, sigma, pre_tanh, reduce=False)
+
+
+def multi_categorical_logits(logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
+    """Split the flat logits of K independent categoricals into a padded ``(..., K, max(nvec))`` tensor.
+
+    Overview:
+        A MultiDiscrete action with ``nvec = (n_1, ..., n_K)`` (MultiBinary(K) is ``(2,) * K``) has one categorical
+        per component; a network gives their logits side by side, ``sum(nvec)`` values. Component ``k`` takes the
+        next ``n_k`` of them; the positions beyond ``n_k`` are ``-inf`` (probability 0), so that the usual
+        categorical helpers (``categorical_log_prob``, ``entropy``) work on every component at once.
+    Arguments:
+        - logits: ``(..., sum(nvec))``.
+        - nvec: the number of choices of each component, each >= 1.
+    Returns:
+        - ``(..., K, max(nvec))``, a view when every ``n_k`` is equal.
+    Examples:
+        >>> multi_categorical_logits(torch.arange(5.0), (3, 2))
+        tensor([[0., 1., 2.],
+                [3., 4., -inf]])
+    """
+    sizes = [int(n) for n in nvec]
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"nvec must hold at least one size, each >= 1, got {list(nvec)}")
+    if logits.shape[-1] != sum(sizes):
+        raise ValueError(
+            f"logits have {logits.shape[-1]} values in the last dimension, expected sum(nvec) = {sum(sizes)}"
+        )
+    widest = max(sizes)
+    if min(sizes) == widest:
+        return logits.unflatten(-1, (len(sizes), widest))
+    padded = torch.cat([logits, logits.new_full((*logits.shape[:-1], 1), float("-inf"))], -1)
+    index, start = [], 0
+    for n in sizes:  # component k's logits, then the -inf column (last) for the missing choices
+        index += list(range(start, start + n)) + [sum(sizes)] * (widest - n)
+        start += n
+    gather = torch.tensor(index, device=logits.device)
+    return padded.index_select(-1, gather).unflatten(-1, (len(sizes), widest))
+
+
+def multi_categorical_log_prob(logits: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Joint log-probability of independent categorical components: ``sum_k log pi_k(action_k)``.
+
+    Shapes: logits ``(..., K, N)`` (see ``multi_categorical_logits``), action ``(..., K)`` -> ``(...)``.
+    """
+    return categorical_log_prob(logits, action).sum(-1)
+
+
+def multi_categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of independent categorical components: the sum of their entropies.
+
+    Shapes: logits ``(..., K, N)`` (``-inf`` padding allowed) -> ``(...)``.
+    """
+    return entropy(logits).sum(-1)
