@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..data import Rollout
-from ..rl_utils import a2c_data, a2c_error, a2c_error_continuous
+from ..rl_utils import a2c_data, a2c_error, a2c_error_continuous, a2c_error_multi_discrete
 from .actor_critic import ActorCriticPolicy, normalize_advantage
 from .base import LearnContext
 
 
 class A2CPolicy(ActorCriticPolicy):
-    """Advantage actor-critic for Discrete and Box action spaces."""
+    """Advantage actor-critic for Discrete, MultiDiscrete, MultiBinary and Box action spaces."""
+
+    multi_discrete_actions: ClassVar[bool] = True
 
     default_config: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.common_config,
@@ -31,8 +33,12 @@ class A2CPolicy(ActorCriticPolicy):
         if ctx.min(obs.shape[0]) == 0:  # only autoreset steps (possible with tiny rollouts): nothing to learn from
             return {"learning_rate": lr}
         output, value = self.model(obs)
-        data = a2c_data(output, action, value, advantage, returns, None)
-        loss = a2c_error(data) if self.discrete else a2c_error_continuous(data)
+        if self.nvec is not None:
+            loss = a2c_error_multi_discrete(a2c_data(self.unpack_policy_output(output), action, value, advantage,
+                                                     returns, None))
+        else:
+            data = a2c_data(output, action, value, advantage, returns, None)
+            loss = a2c_error(data) if self.discrete else a2c_error_continuous(data)
         total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
         grad_norm = self.optimizer_step(total, ctx)
         return {

@@ -32,10 +32,17 @@ from easydict import EasyDict
 
 from ..data import Rollout
 from ..errors import ConfigError
-from ..rl_utils import categorical_log_prob, gae, gae_data, gaussian_log_prob
+from ..rl_utils import (
+    categorical_log_prob,
+    gae,
+    gae_data,
+    gaussian_log_prob,
+    multi_categorical_log_prob,
+    multi_categorical_logits,
+)
 from ..sizes import check_parameter_memory
 from .base import CollectOutput, LearnContext, Policy
-from .networks import ACTIVATIONS, ActorCritic
+from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
 
 
@@ -88,18 +95,26 @@ def normalize_with(advantage: torch.Tensor, moments: tuple[torch.Tensor, torch.T
 
 
 class ActorCriticPolicy(Policy):
-    """Base of on-policy actor-critic policies for Box observations and Discrete or 1-D Box actions.
+    """Base of on-policy actor-critic policies for Box observations (vectors or images) and Discrete or 1-D Box
+    actions; MultiDiscrete and MultiBinary actions too for subclasses that set ``multi_discrete_actions``.
 
     Subclasses implement ``learn`` (see the module docstring). Public pieces: ``model`` (``ActorCritic``:
-    ``model(obs) -> (policy_output, value)``), ``discrete``, ``unpack_policy_output``, ``value``,
-    ``update_learning_rate(ctx)``, ``optimizer_step(loss, ctx)`` and ``process_rollout`` (GAE).
+    ``model(obs) -> (policy_output, value)``), ``discrete`` (logits out: Discrete, MultiDiscrete, MultiBinary),
+    ``nvec`` (the component sizes of a MultiDiscrete/MultiBinary action, else None), ``unpack_policy_output``,
+    ``value``, ``update_learning_rate(ctx)``, ``optimizer_step(loss, ctx)`` and ``process_rollout`` (GAE).
     """
+
+    # Whether ``learn`` handles MultiDiscrete/MultiBinary actions (padded logits from ``unpack_policy_output`` and
+    # ``(B, K)`` actions); a subclass that sets it must use a joint loss such as rl_utils' ppo_error_multi_discrete.
+    multi_discrete_actions: ClassVar[bool] = False
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
     common_config: ClassVar[dict[str, Any]] = {
         "hidden_sizes": [64, 64],  # widths of the hidden layers of each MLP
         "activation": "tanh",  # hidden-layer activation
         "shared_network": False,  # one trunk for policy and value (else one each)
+        "encoder": "auto",  # observation encoder before the MLPs: auto (nature_cnn for uint8 images), mlp, a model name
+        "encoder_kwargs": {},  # keyword arguments of the encoder (nature_cnn: features_dim)
         "init_log_std": 0.0,  # initial log std of Gaussian actions
         "optimizer": "adam",  # the flat optimiser
         "learning_rate": 3e-4,  # initial learning rate
@@ -127,7 +142,9 @@ class ActorCriticPolicy(Policy):
         "optimizer": FLAT_ALGORITHMS,
         "activation": tuple(ACTIVATIONS),
     }
-    frozen_keys: ClassVar[tuple[str, ...]] = ("hidden_sizes", "activation", "shared_network", "optimizer")
+    frozen_keys: ClassVar[tuple[str, ...]] = (
+        "hidden_sizes", "activation", "shared_network", "optimizer", "encoder", "encoder_kwargs"
+    )
 
     @classmethod
     def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -139,9 +156,16 @@ class ActorCriticPolicy(Policy):
             )
         discrete = isinstance(action_space, gym.spaces.Discrete)
         box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and action_space.shape[0] > 0
-        if not (discrete or box):
+        multi = action_nvec(action_space) is not None and sum(action_nvec(action_space)) > 0
+        if multi and not cls.multi_discrete_actions:
             raise ConfigError(
                 f"action space {action_space} is not supported by {name}: it takes Discrete or non-empty 1-D Box "
+                f"actions (MultiDiscrete and MultiBinary: use ppo or a2c)"
+            )
+        if not (discrete or box or multi):
+            kinds = "Discrete, MultiDiscrete, MultiBinary" if cls.multi_discrete_actions else "Discrete"
+            raise ConfigError(
+                f"action space {action_space} is not supported by {name}: it takes {kinds} or non-empty 1-D Box "
                 f"actions"
             )
 
@@ -156,14 +180,24 @@ class ActorCriticPolicy(Policy):
         super().__init__(cfg, observation_space, action_space, device, acting_only)
         self.check_spaces(observation_space, action_space)
         hidden = list(cfg.hidden_sizes)
-        obs_dim = int(np.prod(observation_space.shape))
-        out_dim = int(action_space.n) if isinstance(action_space, gym.spaces.Discrete) else action_space.shape[0]
+        try:
+            encoder = build_encoder(cfg.encoder, observation_space, dict(cfg.encoder_kwargs))
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"policy.encoder '{cfg.encoder}': {err}") from err
+        obs_dim = encoder.output_dim if encoder is not None else int(np.prod(observation_space.shape))
+        out_dim = action_output_dim(action_space)
         trunks = 1 if cfg.shared_network else 2
         check_parameter_memory("policy.hidden_sizes", [obs_dim, *hidden], trunks, out_dim, not acting_only)
         self.model = ActorCritic(
-            observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std
+            observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std, encoder
         ).to(self.device)
         self.discrete = self.model.discrete
+        self.nvec = self.model.nvec
+        # Integer actions: the env's own offsets (gymnasium's ``start``) and dtype, in the env's shape.
+        start = getattr(action_space, "start", None)
+        self._action_start = None if start is None or not np.any(start) else np.asarray(start)
+        self._action_shape = action_space.shape
+        self._action_dtype = action_space.dtype
         # One flat buffer for all parameters: torch.optim's per-tensor overhead dominates for small networks.
         self.optimizer = None if acting_only else FlatOptimizer(
             self.model, cfg.optimizer, cfg.learning_rate, eps=cfg.adam_eps
@@ -175,14 +209,22 @@ class ActorCriticPolicy(Policy):
     # -- acting -------------------------------------------------------------------------------------------
     def _env_action(self, raw: torch.Tensor) -> np.ndarray:
         if self.discrete:
-            return raw.cpu().numpy()
+            action = raw.cpu().numpy()
+            if self.nvec is not None:  # (B, K) components -> the space's shape and dtype (MultiBinary: int8)
+                action = action.reshape(*action.shape[:-1], *self._action_shape).astype(self._action_dtype)
+            return action if self._action_start is None else action + self._action_start
         # The loss keeps the unclipped sample; only the env sees the clipped action.
         return torch.maximum(torch.minimum(raw.cpu(), self._high), self._low).numpy()
 
     @torch.no_grad()
     def collect(self, obs: torch.Tensor) -> CollectOutput:
         output, value = self.model(obs)
-        if self.discrete:
+        if self.nvec is not None:
+            logits = multi_categorical_logits(output, self.nvec)  # (B, K, N), -inf beyond each component's size
+            action = (logits - torch.empty_like(logits).exponential_().log()).argmax(-1)
+            log_prob = multi_categorical_log_prob(logits, action)
+            packed = output
+        elif self.discrete:
             # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample, at a quarter of multinomial's cost.
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)
             log_prob = categorical_log_prob(output, action)
@@ -195,7 +237,10 @@ class ActorCriticPolicy(Policy):
         return CollectOutput(self._env_action(action), action, extras)
 
     def unpack_policy_output(self, packed: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Inverse of the packing in ``collect``: logits, or ``{'mu', 'sigma'}``."""
+        """Inverse of the packing in ``collect``: logits (padded ``(..., K, N)`` for MultiDiscrete/MultiBinary), or
+        ``{'mu', 'sigma'}``."""
+        if self.nvec is not None:
+            return multi_categorical_logits(packed, self.nvec)
         if self.discrete:
             return packed
         mu, sigma = packed.chunk(2, dim=-1)
@@ -204,6 +249,8 @@ class ActorCriticPolicy(Policy):
     @torch.no_grad()
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
         output = self.model.policy_output(obs)
+        if self.nvec is not None:
+            output = multi_categorical_logits(output, self.nvec)
         raw = output.argmax(-1) if self.discrete else output["mu"]
         return self._env_action(raw)
 

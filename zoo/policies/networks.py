@@ -1,4 +1,6 @@
-"""Actor-critic MLPs shared by the on-policy policies (orthogonal init, separate or shared trunks)."""
+"""Actor-critic networks shared by the on-policy policies: MLP trunks (orthogonal init, separate or shared), an
+optional observation encoder before them (``NatureCNN`` for images), and heads for Discrete, MultiDiscrete,
+MultiBinary and Box actions."""
 
 from __future__ import annotations
 
@@ -30,10 +32,127 @@ def orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
     return layer
 
 
+def is_image_space(space: gym.Space) -> bool:
+    """Whether ``space`` holds images: a uint8 Box of shape ``(H, W)``, ``(C, H, W)`` or ``(H, W, C)``."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (2, 3)
+
+
+def image_layout(shape: tuple[int, ...]) -> tuple[int, int, int, bool]:
+    """``(channels, height, width, channels_last)`` of an image shape; the channel axis is the smallest of the first
+    and last (``(4, 84, 84)``: stacked frames, channels first; ``(96, 96, 3)``: RGB, channels last)."""
+    if len(shape) == 2:
+        return 1, shape[0], shape[1], False
+    if len(shape) != 3:
+        raise ValueError(f"an image has 2 or 3 dimensions, got shape {tuple(shape)}")
+    if shape[-1] < shape[0]:
+        return shape[-1], shape[0], shape[1], True
+    return shape[0], shape[1], shape[2], False
+
+
+class NatureCNN(nn.Module):
+    """The convolutional encoder of the DQN Nature paper (Mnih et al. 2015): three convolutions and a linear layer.
+
+    Conv 32x8x8 stride 4, conv 64x4x4 stride 2, conv 64x3x3 stride 1 (ReLU after each), then a linear layer to
+    ``features_dim`` features (ReLU). uint8 observations are scaled to [0, 1]; ``(H, W)`` images get a channel and
+    channels-last images are transposed, so the env's layout is taken as it comes. Orthogonal init (gain sqrt 2).
+    Images must be at least 36x36 (the smallest size the three convolutions reduce to 1x1).
+    """
+
+    def __init__(self, observation_space: gym.Space, features_dim: int = 512) -> None:
+        super().__init__()
+        if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) not in (2, 3):
+            raise ValueError(
+                f"NatureCNN takes image observations (a Box of shape (H, W), (C, H, W) or (H, W, C)), got "
+                f"{observation_space}: use encoder 'mlp' for other observations"
+            )
+        channels, height, width, self.channels_last = image_layout(observation_space.shape)
+        if min(height, width) < 36:
+            raise ValueError(
+                f"NatureCNN needs images of at least 36x36, got {height}x{width} from {observation_space}: resize "
+                f"the observations (e.g. gymnasium's ResizeObservation) or use encoder 'mlp'"
+            )
+        self.image_ndim = len(observation_space.shape)
+        self.scale = 1.0 / 255.0 if observation_space.dtype == np.uint8 else 1.0
+        self.convs = nn.Sequential(
+            _conv(channels, 32, 8, 4), nn.ReLU(), _conv(32, 64, 4, 2), nn.ReLU(), _conv(64, 64, 3, 1), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, channels, height, width)).shape[-1]
+        self.linear = orthogonal(nn.Linear(flat, features_dim), math.sqrt(2))
+        self.output_dim = features_dim
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Features ``(..., features_dim)`` of images ``(..., *observation_shape)``."""
+        leading = obs.shape[: obs.ndim - self.image_ndim]
+        x = obs.reshape(-1, *obs.shape[obs.ndim - self.image_ndim:]).float() * self.scale
+        if self.image_ndim == 2:
+            x = x.unsqueeze(1)
+        elif self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return torch.relu(self.linear(self.convs(x))).reshape(*leading, self.output_dim)
+
+
+def _conv(fan_in: int, fan_out: int, kernel: int, stride: int) -> nn.Conv2d:
+    layer = nn.Conv2d(fan_in, fan_out, kernel, stride)
+    nn.init.orthogonal_(layer.weight, math.sqrt(2))
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+# Encoders zoo ships; plugins add theirs to zoo.registry.MODEL_REGISTRY (a class or factory called with the
+# observation space and ``encoder_kwargs``, returning a module with ``output_dim`` features).
+BUILTIN_ENCODERS: dict[str, Any] = {"nature_cnn": NatureCNN}
+ENCODER_CHOICES = ("auto", "mlp", *BUILTIN_ENCODERS)
+
+
+def build_encoder(name: str, observation_space: gym.Space, kwargs: dict[str, Any] | None = None) -> nn.Module | None:
+    """The observation encoder ``name`` for ``observation_space``, or None where observations enter the MLP flat.
+
+    ``"auto"``: ``nature_cnn`` for image spaces (``is_image_space``), else flat; ``"mlp"``: flat; any other name is
+    looked up among the built-in encoders and then in ``zoo.registry.MODEL_REGISTRY``.
+    """
+    from ..registry import MODEL_REGISTRY
+
+    if name == "auto":
+        name = "nature_cnn" if is_image_space(observation_space) else "mlp"
+    if name == "mlp":
+        if kwargs:
+            raise ValueError(f"encoder 'mlp' takes no encoder_kwargs, got {sorted(kwargs)}")
+        return None
+    factory = BUILTIN_ENCODERS.get(name) or MODEL_REGISTRY.get(name)
+    encoder = factory(observation_space, **dict(kwargs or {}))
+    if not isinstance(encoder, nn.Module) or not isinstance(getattr(encoder, "output_dim", None), int):
+        raise ValueError(f"encoder '{name}' must build an nn.Module with an integer attribute output_dim")
+    return encoder
+
+
+def action_nvec(action_space: gym.Space) -> tuple[int, ...] | None:
+    """The sizes of the categorical components of a MultiDiscrete or MultiBinary space (flattened), else None."""
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return tuple(int(n) for n in np.asarray(action_space.nvec).reshape(-1))
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return (2,) * int(np.prod(action_space.shape))
+    return None
+
+
+def action_output_dim(action_space: gym.Space) -> int:
+    """Width of the policy head: N logits (Discrete), sum(nvec) (MultiDiscrete, MultiBinary), D means (Box)."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return int(action_space.n)
+    nvec = action_nvec(action_space)
+    if nvec is not None:
+        return sum(nvec)
+    return int(np.prod(action_space.shape))
+
+
 class ActorCritic(nn.Module):
     """Policy head (logits, or Gaussian mean with a state-independent log-std) and value head.
 
-    ``shared=True`` uses one trunk for both heads; otherwise actor and critic have their own MLPs.
+    ``shared=True`` uses one trunk for both heads; otherwise actor and critic have their own MLPs. An ``encoder``
+    (e.g. ``NatureCNN``), when given, turns observations into features before the trunks; actor and critic share it.
+    MultiDiscrete and MultiBinary actions get ``sum(nvec)`` logits side by side (``nvec`` is set; see
+    ``zoo.rl_utils.multi_categorical_logits``).
     The forward passes call ``F.linear`` on the layers' parameters directly: for networks this small, going
     through ``nn.Module.__call__`` for every layer costs more than the arithmetic (about 2.5x the time). The
     modules stay the owners of the parameters, so ``state_dict`` and optimisers see the usual structure.
@@ -47,15 +166,20 @@ class ActorCritic(nn.Module):
         activation: str = "tanh",
         shared: bool = False,
         init_log_std: float = 0.0,
+        encoder: nn.Module | None = None,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation '{activation}' is unknown: use one of {sorted(ACTIVATIONS)}")
-        obs_dim = int(np.prod(observation_space.shape))
-        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        self.encoder = encoder
+        obs_dim = encoder.output_dim if encoder is not None else int(np.prod(observation_space.shape))
+        self.nvec = action_nvec(action_space)
+        self.discrete = isinstance(action_space, gym.spaces.Discrete) or self.nvec is not None  # logits out
         if not self.discrete and not isinstance(action_space, gym.spaces.Box):
-            raise ValueError(f"action space {action_space} is not supported: use Discrete or Box")
-        out_dim = int(action_space.n) if self.discrete else int(np.prod(action_space.shape))
+            raise ValueError(
+                f"action space {action_space} is not supported: use Discrete, MultiDiscrete, MultiBinary or Box"
+            )
+        out_dim = action_output_dim(action_space)
         sizes = [obs_dim, *hidden_sizes]
         self.actor_trunk = mlp(sizes, activation)
         self.critic_trunk = self.actor_trunk if shared else mlp(sizes, activation)
@@ -65,7 +189,7 @@ class ActorCritic(nn.Module):
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out_dim,), float(init_log_std)))
         self.shared = shared
-        self._obs_ndim = len(observation_space.shape)
+        self._obs_ndim = 1 if encoder is not None else len(observation_space.shape)
         self._activation = _FUNCTIONS[activation]
         self._cache_layers()
 
@@ -85,7 +209,9 @@ class ActorCritic(nn.Module):
         return result
 
     def _trunk(self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
-        if self._obs_ndim != 1:  # observations of any shape enter the MLP flattened
+        if self.encoder is not None:
+            x = self.encoder(x)
+        elif self._obs_ndim != 1:  # observations of any shape enter the MLP flattened
             x = x.unsqueeze(-1) if self._obs_ndim == 0 else x.flatten(-self._obs_ndim)
         for weight, bias in layers:
             x = self._activation(F.linear(x, weight, bias))
@@ -107,12 +233,20 @@ class ActorCritic(nn.Module):
 
     def actor_parameters(self) -> dict[str, torch.Tensor]:
         """The parameters acting needs (actor trunk, policy head, log-std), by their state_dict names."""
-        prefixes = ("actor_trunk.", "policy_head.", "log_std")
+        prefixes = ("encoder.", "actor_trunk.", "policy_head.", "log_std")
         return {name: p for name, p in self.named_parameters() if name.startswith(prefixes)}
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]:
-        """``(policy_output(obs), value(obs))``; a shared trunk runs once."""
+        """``(policy_output(obs), value(obs))``; a shared trunk (and the encoder) runs once."""
         if self.shared:
             features = self._trunk(self._actor_layers, obs)
             return self._policy(features), F.linear(features, *self._value_head).squeeze(-1)
+        if self.encoder is not None:
+            encoded = self.encoder(obs)
+            actor, critic = encoded, encoded
+            for weight, bias in self._actor_layers:
+                actor = self._activation(F.linear(actor, weight, bias))
+            for weight, bias in self._critic_layers:
+                critic = self._activation(F.linear(critic, weight, bias))
+            return self._policy(actor), F.linear(critic, *self._value_head).squeeze(-1)
         return self.policy_output(obs), self.value(obs)

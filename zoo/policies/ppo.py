@@ -8,18 +8,19 @@ from typing import Any, ClassVar
 import torch
 
 from ..data import Rollout
-from ..rl_utils import ppo_data, ppo_data_continuous, ppo_error, ppo_error_continuous
+from ..rl_utils import ppo_data, ppo_data_continuous, ppo_error, ppo_error_continuous, ppo_error_multi_discrete
 from .actor_critic import ActorCriticPolicy, advantage_moments, normalize_advantage, normalize_with
 from .base import LearnContext
 
 
 class PPOPolicy(ActorCriticPolicy):
-    """Proximal Policy Optimization for Discrete and Box action spaces.
+    """Proximal Policy Optimization for Discrete, MultiDiscrete, MultiBinary and Box action spaces.
 
     Runs serially (``serial_onpolicy``) and, unchanged, on data-parallel pipelines: the number of minibatches
     and the target-KL early stop are decided through ``ctx`` so that every learner takes the same steps.
     """
 
+    multi_discrete_actions: ClassVar[bool] = True
     default_config: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.common_config,
         "clip_ratio": 0.2,  # PPO's clip range epsilon
@@ -73,7 +74,11 @@ class PPOPolicy(ActorCriticPolicy):
                     adv = normalize_advantage(adv)
                 output, value_new = self.model(obs[index])
                 old = self.unpack_policy_output(behaviour[index])
-                if self.discrete:
+                if self.nvec is not None:  # one joint ratio over the K components
+                    output = self.unpack_policy_output(output)
+                    data = ppo_data(output, old, action[index], value_new, value_old[index], adv, returns[index], None)
+                    loss, info = ppo_error_multi_discrete(data, clip, cfg.value_clip, cfg.dual_clip)
+                elif self.discrete:
                     data = ppo_data(output, old, action[index], value_new, value_old[index], adv, returns[index], None)
                     loss, info = ppo_error(data, clip, cfg.value_clip, cfg.dual_clip)
                 else:
