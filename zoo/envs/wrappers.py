@@ -11,11 +11,19 @@ Order matters, innermost first:
     EpisodeStats (raw rewards) -> NormalizeObservation -> NormalizeReward
 
 so that episode statistics see the environment's own rewards. ``wrap_vector_env`` applies them in that order.
+
+Why not gymnasium 1.4's vector wrappers (RecordEpisodeStatistics, NormalizeObservation, NormalizeReward): they
+lack clipping, statistics merged across data-parallel workers (``zoo.rl_utils.sync_running_mean_std``), statistics
+saved with the model for ``zoo eval``/``zoo.load``, and frozen statistics shared with evaluation envs; and their
+reward statistics count an autoreset step's zero reward. ``EpisodeStats`` puts gymnasium's standard
+``info["episode"]`` (``r``, ``l``, ``t``) and ``info["_episode"]`` on the step where episodes end, so code written
+for RecordEpisodeStatistics reads zoo's envs unchanged.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -109,6 +117,10 @@ class CheckFinite(gym.vector.VectorWrapper):
 class EpisodeStats(_NextStepWrapper):
     """Per-episode return and length of the raw rewards; apply it innermost (before any normalisation).
 
+    Like gymnasium's ``RecordEpisodeStatistics``, a step where episodes end carries ``info["episode"] = {"r", "l",
+    "t"}`` (return, length, seconds since the episode started; 0 for the sub-envs that did not end) and
+    ``info["_episode"]`` (which sub-envs ended), unless the env already reports an ``"episode"`` key itself.
+
     Attributes:
         episodes: number of episodes finished since construction.
         recent: deque of ``(return, length)`` of the last ``window`` episodes.
@@ -128,23 +140,42 @@ class EpisodeStats(_NextStepWrapper):
         self._finished: list[tuple[float, int]] = []
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._starts = np.full(self.num_envs, time.perf_counter())
+        self._ended: dict[str, np.ndarray] | None = None
 
     def _on_reset(self, mask: np.ndarray) -> None:
         # An episode cut short by a manual reset is discarded, not reported.
         self._returns[mask] = 0.0
         self._lengths[mask] = 0
+        self._starts[mask] = time.perf_counter()
 
     def _on_step(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
+        now = time.perf_counter()
+        self._starts[~active] = now  # an autoreset step starts the sub-env's next episode
         self._returns[active] += np.asarray(reward, dtype=np.float64)[active]
         self._lengths[active] += 1
-        for i in np.flatnonzero(done & active):
-            episode = (float(self._returns[i]), int(self._lengths[i]))
-            self.recent.append(episode)
-            self._finished.append(episode)
-            self.episodes += 1
+        ended = done & active
+        self._ended = None
+        if ended.any():
+            for i in np.flatnonzero(ended):
+                episode = (float(self._returns[i]), int(self._lengths[i]))
+                self.recent.append(episode)
+                self._finished.append(episode)
+                self.episodes += 1
+            self._ended = {"r": np.where(ended, self._returns, 0.0), "l": np.where(ended, self._lengths, 0),
+                           "t": np.where(ended, np.round(now - self._starts, 6), 0.0), "_": ended}
         self._returns[done] = 0.0
         self._lengths[done] = 0
         return reward
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step; where episodes ended, add gymnasium's ``info["episode"]`` and ``info["_episode"]``."""
+        obs, reward, terminated, truncated, info = super().step(actions)
+        if self._ended is not None and "episode" not in info:
+            ended = self._ended.pop("_")
+            info = {**info, "episode": self._ended, "_episode": ended}
+        self._ended = None
+        return obs, reward, terminated, truncated, info
 
     def mean_return(self) -> float | None:
         """Mean return of the last ``window`` episodes, or None when none has finished."""

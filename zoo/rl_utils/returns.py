@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-import scipy.signal
 import torch
 import torch.nn.functional as F
 
@@ -59,6 +58,8 @@ def discount_cumsum(x: np.ndarray | torch.Tensor, gamma: float = 1.0) -> np.ndar
     if x.shape[0] == 0:
         return x.copy()
     out_dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64
+    import scipy.signal  # here, not at import time: importing scipy.signal costs most of a second
+
     filtered = scipy.signal.lfilter([1.0], [1.0, -float(gamma)], x[::-1].astype(np.float64), axis=0)[::-1]
     # copy(): a reversed single-row view keeps its negative stride through ascontiguousarray.
     return filtered.astype(out_dtype, copy=True, order="C")
