@@ -325,3 +325,160 @@ def test_wrappers_reject_same_step_autoreset():
     )
     with pytest.raises(ConfigError, match="NEXT_STEP"):
         EpisodeStats(same_step)
+
+
+# --- non-Box observations are flattened ------------------------------------------------------------------------
+
+DICT_ENV = "zoo-test-dict-observations"
+DICT_VECTOR_ID = "zoo-test/DictCounter-v0"  # a gymnasium id with a vector_entry_point
+DICT_LENGTH = 4
+
+
+def _dict_space() -> gym.spaces.Dict:
+    return gym.spaces.Dict({"pos": gym.spaces.Box(-10.0, 10.0, shape=(2,), dtype=np.float32),
+                            "flag": gym.spaces.Discrete(3)})
+
+
+def _expected_flat(step: int) -> np.ndarray:
+    """Hand-written layout: gymnasium orders Dict keys alphabetically, so the one-hot 'flag' comes before 'pos'."""
+    one_hot = np.eye(3)[step % 3]
+    return np.concatenate([one_hot, [step, -step]])
+
+
+class DictCounterEnv(gym.Env):
+    """Dict observation {"pos": [k, -k], "flag": k % 3} at step ``k``; terminates at step ``DICT_LENGTH``."""
+
+    def __init__(self) -> None:
+        self.observation_space = _dict_space()
+        self.action_space = gym.spaces.Discrete(2)
+        self.step_in_episode = 0
+
+    def _obs(self) -> dict:
+        k = self.step_in_episode
+        return {"pos": np.array([k, -k], dtype=np.float32), "flag": k % 3}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.step_in_episode = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.step_in_episode += 1
+        return self._obs(), 1.0, self.step_in_episode >= DICT_LENGTH, False, {}
+
+
+class DictCounterVectorEnv(gym.vector.VectorEnv):
+    """The batched DictCounterEnv (all sub-envs in step), NEXT_STEP autoreset, for the vector_entry_point mode."""
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int = 1) -> None:
+        self.num_envs = num_envs
+        self.single_observation_space = _dict_space()
+        self.single_action_space = gym.spaces.Discrete(2)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        self.steps = np.zeros(num_envs, dtype=np.int64)
+
+    def _obs(self) -> dict:
+        return {"pos": np.stack([self.steps, -self.steps], axis=1).astype(np.float32), "flag": self.steps % 3}
+
+    def reset(self, *, seed=None, options=None):
+        self.steps[:] = 0
+        return self._obs(), {}
+
+    def step(self, actions):
+        ended = self.steps >= DICT_LENGTH
+        self.steps = np.where(ended, 0, self.steps + 1)
+        terminated = self.steps >= DICT_LENGTH
+        return self._obs(), np.where(ended, 0.0, 1.0), terminated, np.zeros(self.num_envs, dtype=bool), {}
+
+
+class FixedSpaceEnv(gym.Env):
+    """Any observation space, observations sampled from it: for what is flattened, kept or refused."""
+
+    def __init__(self, observation_space: gym.Space) -> None:
+        self.observation_space = observation_space
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+@pytest.fixture
+def dict_envs():
+    ENV_REGISTRY.register(DICT_ENV, DictCounterEnv, source="tests")
+    gym.register(DICT_VECTOR_ID, entry_point=DictCounterEnv, vector_entry_point=DictCounterVectorEnv)
+    yield DICT_ENV
+    ENV_REGISTRY.unregister(DICT_ENV)
+    del gym.registry[DICT_VECTOR_ID]
+
+
+@pytest.fixture
+def fixed_space_env():
+    name = "zoo-test-fixed-space"
+    ENV_REGISTRY.register(name, FixedSpaceEnv, source="tests")
+    yield name
+    ENV_REGISTRY.unregister(name)
+
+
+def test_make_env_flattens_a_dict_observation_with_the_one_hot_in_place(dict_envs):
+    for env in (make_env(dict_envs), make_env(DICT_VECTOR_ID)):
+        expected_space = gym.spaces.Box(np.array([0, 0, 0, -10, -10]), np.array([1, 1, 1, 10, 10]), dtype=np.float64)
+        assert env.observation_space == expected_space
+        obs, _ = env.reset(seed=0)
+        np.testing.assert_array_equal(obs, _expected_flat(0))
+        for k in range(1, DICT_LENGTH + 1):
+            obs, *_ = env.step(0)
+            np.testing.assert_array_equal(obs, _expected_flat(k))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "vector_entry_point"])
+def test_make_vector_env_flattens_a_dict_observation_in_every_mode(dict_envs, mode):
+    env_id = DICT_VECTOR_ID if mode == "vector_entry_point" else dict_envs
+    venv = make_vector_env(env_id, 2, seed=0, mode=mode)
+    assert isinstance(venv.unwrapped, DictCounterVectorEnv) == (mode == "vector_entry_point")
+    assert venv.single_observation_space.shape == (5,)
+    assert venv.observation_space.shape == (2, 5)
+    obs, _ = venv.reset()
+    np.testing.assert_array_equal(obs, np.stack([_expected_flat(0)] * 2))
+    step = 0
+    for _ in range(DICT_LENGTH + 2):  # through a termination and the autoreset step after it
+        obs, *_ = venv.step(np.zeros(2, dtype=np.int64))
+        step = 0 if step == DICT_LENGTH else step + 1
+        np.testing.assert_array_equal(obs, np.stack([_expected_flat(step)] * 2))
+    venv.close()
+
+
+@pytest.mark.parametrize("space", [
+    gym.spaces.Box(0.0, 1.0, shape=(3,), dtype=np.float32),
+    gym.spaces.Box(0, 255, shape=(3, 8, 8), dtype=np.uint8),  # an image: kept as it is, not flattened
+])
+def test_box_observations_are_left_untouched(fixed_space_env, space):
+    env = make_env(fixed_space_env, observation_space=space)
+    assert env.observation_space is space and not isinstance(env, gym.wrappers.FlattenObservation)
+    venv = make_vector_env(fixed_space_env, 2, env_kwargs={"observation_space": space})
+    assert venv.single_observation_space == space
+    assert venv.reset(seed=0)[0].shape == (2, *space.shape) and venv.reset()[0].dtype == space.dtype
+
+
+@pytest.mark.parametrize("space, named", [
+    (gym.spaces.Graph(gym.spaces.Box(0.0, 1.0, shape=(2,)), None), "Graph observations"),
+    (gym.spaces.Text(8), "Text observations"),
+    (gym.spaces.Dict({"pos": gym.spaces.Box(0.0, 1.0, shape=(2,)),
+                      "items": gym.spaces.Sequence(gym.spaces.Discrete(4))}),
+     "Dict observations (a Sequence at observation['items'])"),
+])
+def test_spaces_without_a_flat_box_are_refused_in_one_line(fixed_space_env, space, named):
+    for build in (lambda: make_env(fixed_space_env, observation_space=space),
+                  lambda: make_vector_env(fixed_space_env, 2, env_kwargs={"observation_space": space})):
+        with pytest.raises(ConfigError) as error:
+            build()
+        message = str(error.value)
+        assert "\n" not in message
+        assert message.startswith(f"env '{fixed_space_env}' has {named}, which zoo cannot flatten into a Box")
+        assert message.endswith("so that it gives Box or Dict-of-Box observations")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from easydict import EasyDict
-from spaces_envs import BrightSideEnv, MatchComponentsEnv
+from spaces_envs import BrightSideEnv, DictCueEnv, MatchComponentsEnv
 from torch import nn
 
 from zoo.errors import ConfigError, ZooError
@@ -38,6 +38,7 @@ def space_envs():
         "test_match_multidiscrete": lambda **kw: MatchComponentsEnv(nvec=(3, 2, 4), start=(1, 0, -2), **kw),
         "test_match_multibinary": lambda **kw: MatchComponentsEnv(nvec=(2, 2, 2, 2), binary=True, **kw),
         "test_bright_side": BrightSideEnv,
+        "test_dict_cue": DictCueEnv,
     }
     for name, factory in envs.items():
         ENV_REGISTRY.register(name, factory, source="tests")
@@ -187,10 +188,12 @@ def test_a_policy_without_the_flag_refuses_multidiscrete_before_training(tmp_pat
 
 
 # Training means over the last 100 episodes at 4000 env steps, seeds 0-3: PPO on MultiDiscrete 7.89-7.92 of 8 (random
-# play 2.9); A2C on MultiBinary 7.86-7.94 (random 4.0); PPO with the CNN on the image env 7.97-8.00 (random 4.0).
+# play 2.9); A2C on MultiBinary 7.86-7.94 (random 4.0); PPO with the CNN on the image env 7.97-8.00 (random 4.0);
+# PPO on the Dict observations (flattened by the env factory) 7.98-8.00 (random 2.7).
 SPACE_RUNS = {
     "multidiscrete_ppo": ("test_match_multidiscrete", "ppo", 7.8, {"policy.epochs": 4, "policy.minibatch_size": 64}),
     "multibinary_a2c": ("test_match_multibinary", "a2c", 7.8, {}),
+    "dict_ppo": ("test_dict_cue", "ppo", 7.9, {"policy.epochs": 4, "policy.minibatch_size": 64}),
     "image_ppo": ("test_bright_side", "ppo", 7.9, {"policy.epochs": 4, "policy.minibatch_size": 64,
                                                    "policy.learning_rate": 1e-3}),
 }

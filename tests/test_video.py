@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -86,8 +87,35 @@ def test_video_errors_are_one_line(run, tmp_path):
     from zoo.errors import ZooError
     from zoo.video import record_episodes
 
-    with pytest.raises(ZooError, match="needs a missing package|cannot render|not an RGB image"):
-        record_episodes(None, "Acrobot-v1", tmp_path / "w", 1, 0, fmt="gif")
+    class NoFrames(gym.Env):  # render() gives nothing: the env has no rgb_array support
+        observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def __init__(self, render_mode=None):
+            self.render_mode = render_mode
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(2, np.float32), {}
+
+        def render(self):
+            return None
+
+    def without_render_mode():
+        return NoFrames()
+
+    from zoo.registry import ENV_REGISTRY
+
+    ENV_REGISTRY.register("test_no_frames", NoFrames, source="tests")
+    ENV_REGISTRY.register("test_no_render_mode", without_render_mode, source="tests")
+    try:
+        with pytest.raises(ZooError, match="not an RGB image") as err:
+            record_episodes(None, "test_no_frames", tmp_path / "w", 1, 0, fmt="gif")
+        with pytest.raises(ZooError, match="cannot render frames") as err2:
+            record_episodes(None, "test_no_render_mode", tmp_path / "w", 1, 0, fmt="gif")
+    finally:
+        ENV_REGISTRY.unregister("test_no_frames")
+        ENV_REGISTRY.unregister("test_no_render_mode")
+    assert "\n" not in str(err.value) and "\n" not in str(err2.value)
 
 
 def test_without_imageio_video_names_the_extra(monkeypatch, tmp_path):

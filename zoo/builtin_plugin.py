@@ -1,4 +1,4 @@
-"""zoo's own plugin: built-in policies and pipelines register through the same hooks as third parties."""
+"""zoo's own plugin: built-in policies, pipelines and envs register through the same hooks as third parties."""
 
 from __future__ import annotations
 
@@ -28,3 +28,18 @@ def register_pipelines(register: Callable[[str, Any], Any]) -> None:
     register("serial_offpolicy", SerialOffPolicyPipeline)
     register("parallel_sync", ParallelSyncPipeline)
     register("parallel_async", ParallelAsyncPipeline)
+
+
+@hookimpl
+def register_envs(register: Callable[[str, Any], Any]) -> None:
+    from .envs.atari import make_atari_env  # imports gymnasium only; ale-py is imported when an env is built
+
+    register("atari", make_atari_env)
+
+
+@hookimpl
+def register_models(register: Callable[[str, Any], Any]) -> None:
+    from .policies.networks import BUILTIN_ENCODERS
+
+    for name, encoder in BUILTIN_ENCODERS.items():
+        register(name, encoder)

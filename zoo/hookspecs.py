@@ -65,8 +65,9 @@ def register_envs(register: RegisterFunction) -> None:
     - Pickling: the factory and the env it returns should be picklable (plain module-level functions and
       classes), so that a checkpoint can hold the env's episodes in progress and ``--resume`` continues them
       exactly. An env that cannot be pickled still trains; a resumed run then starts fresh episodes.
-    - Observations must be Box (numpy arrays) for the built-in policies; NaN or infinite rewards and observations
-      stop the run with an error naming the env.
+    - Observations: a Box (vectors, or uint8 images, which the actor-critic policies encode with a CNN); Dict,
+      Tuple, Discrete, MultiDiscrete and MultiBinary observations are flattened into a Box when the env is built,
+      other spaces are refused. NaN or infinite rewards and observations stop the run with an error naming the env.
     """
 
 
@@ -77,7 +78,12 @@ def register_pipelines(register: RegisterFunction) -> None:
 
 @hookspec
 def register_models(register: RegisterFunction) -> None:
-    """Register network (model) classes: call ``register(name, model_class)``."""
+    """Register network (model) classes: call ``register(name, model_class)``.
+
+    An observation encoder for the actor-critic policies (``policy.encoder: NAME``) is a class or factory called as
+    ``model_class(observation_space, **policy.encoder_kwargs)`` that returns an ``nn.Module`` mapping observations
+    ``(..., *obs_shape)`` to features ``(..., output_dim)``, with an integer attribute ``output_dim``.
+    """
 
 
 # -- callbacks: called by the training loop of every pipeline, in the process that writes the run directory -------

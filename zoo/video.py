@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .envs import make_env
-from .errors import ZooError
+from .errors import ConfigError, ZooError
 
 FORMATS = ("mp4", "gif")
 
@@ -51,8 +51,8 @@ def record_episodes(
     folder.mkdir(parents=True, exist_ok=True)
     try:
         env = make_env(env_id, **{**dict(env_kwargs or {}), "render_mode": "rgb_array"})
-    except TypeError as exc:
-        raise ZooError(f"env '{env_id}' cannot render frames (render_mode='rgb_array'): {exc}") from None
+    except ConfigError as exc:  # e.g. a factory without a render_mode argument
+        raise ConfigError(f"env '{env_id}' cannot render frames (render_mode='rgb_array'): {exc}") from None
     if max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps)
     written = []

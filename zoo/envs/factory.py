@@ -1,15 +1,27 @@
 """Build single and vector environments from a name.
 
 A name is looked up first in zoo's ``ENV_REGISTRY`` (a factory called with keyword arguments, returning a
-``gymnasium.Env``) and then in gymnasium's registry. Vector environments always use gymnasium's
-``NEXT_STEP`` autoreset: when sub-env ``i`` ends at step ``t`` the observation returned at ``t`` is the final
-observation of that episode, and the next ``step()`` ignores env ``i``'s action, resets it and returns the new
-episode's first observation with reward 0 and ``terminated = truncated = False`` (an "autoreset step").
+``gymnasium.Env``) and then in gymnasium's registry; a name in neither loads zoo's plugins (once per process) and
+is looked up again, so built-in factories such as ``"atari"`` resolve outside a training run too.
+
+Vector environments always use gymnasium's ``NEXT_STEP`` autoreset: when sub-env ``i`` ends at step ``t`` the
+observation returned at ``t`` is the final observation of that episode, and the next ``step()`` ignores env ``i``'s
+action, resets it and returns the new episode's first observation with reward 0 and
+``terminated = truncated = False`` (an "autoreset step").
 
 Seeding: ``make_vector_env(..., seed=s)`` seeds the batched and single action spaces with ``s`` and makes the
 first ``reset()`` without an explicit seed behave as ``reset(seed=s)``. For ``sync`` and ``async`` vector envs
 this seeds sub-env ``i`` with ``s + i``; a ``vector_entry_point`` env (e.g. CartPole's numpy implementation) has
 one generator for the whole batch, seeded with ``s``. Either way the same seed gives the same observations.
+
+Observations: zoo's policies take Box observations, so both ``make_env`` and ``make_vector_env`` flatten any other
+observation space when the env is built (gymnasium's ``FlattenObservation``: per sub-env in ``sync``/``async``
+mode, on the batch for a ``vector_entry_point`` env). Training, evaluation and ``zoo eval --video`` all build
+their envs here and so all see the same flattened Box. Discrete and MultiDiscrete become one-hot Boxes,
+MultiBinary a Box of its 0/1 values, Dict and Tuple the concatenation of their flattened parts (Dict in
+gymnasium's sorted key order); a Box, image Boxes included, is left untouched. Spaces without a fixed-size flat
+form (Graph, Sequence, Text, OneOf) are refused with a ConfigError: wrap such an env so that it gives Box or
+Dict-of-Box observations.
 """
 
 from __future__ import annotations
@@ -31,6 +43,29 @@ from ..errors import ConfigError, ZooError, first_line
 from ..registry import ENV_REGISTRY
 
 VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
+
+
+def _is_gym_id(env_id: str) -> bool:
+    try:
+        gym.spec(env_id)
+    except (gym.error.Error, ImportError):
+        return False
+    return True
+
+
+def _check_known(env_id: str) -> None:
+    """Raise a one-line ZooError unless ``env_id`` names a zoo factory or a gymnasium id.
+
+    Names in neither registry load zoo's plugins first (once per process), so that the built-in factories (e.g.
+    ``"atari"``) and installed plugins' envs resolve when ``make_env`` is called outside a training run.
+    """
+    if env_id in ENV_REGISTRY or _is_gym_id(env_id):
+        return
+    from ..plugins import load_plugins  # here: plugins import policies (torch), needed only for unknown names
+
+    load_plugins()
+    if env_id not in ENV_REGISTRY:
+        raise _unknown_env_error(env_id)
 
 
 def _unknown_env_error(env_id: str) -> ZooError:
@@ -110,6 +145,49 @@ def _missing_package_error(env_id: str, exc: BaseException) -> ZooError:
     return ZooError(f"env '{env_id}' needs a package that is not installed ({detail}): {fix}")
 
 
+# Spaces that gymnasium flattens into a fixed-size Box (Dict and Tuple when all their parts are one of these).
+_FLAT_LEAVES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+def _unflattenable_part(space: gym.Space, path: str = "") -> tuple[str, gym.Space] | None:
+    """The first (path, sub-space) of ``space`` with no fixed-size flat form, or None when it all flattens."""
+    if isinstance(space, _FLAT_LEAVES):
+        return None
+    if isinstance(space, gym.spaces.Dict):
+        parts = [(f"{path}[{key!r}]", sub_space) for key, sub_space in space.spaces.items()]
+    elif isinstance(space, gym.spaces.Tuple):
+        parts = [(f"{path}[{index}]", sub_space) for index, sub_space in enumerate(space.spaces)]
+    else:
+        return path, space
+    for part_path, sub_space in parts:
+        found = _unflattenable_part(sub_space, part_path)
+        if found is not None:
+            return found
+    return None
+
+
+def _needs_flattening(env_id: str, space: gym.Space) -> bool:
+    """False for a Box, True for a space that flattens into one; a one-line ConfigError for any other space."""
+    if isinstance(space, gym.spaces.Box):
+        return False
+    found = _unflattenable_part(space)
+    if found is not None:
+        path, part = found
+        where = f" (a {type(part).__name__} at observation{path})" if path else ""
+        raise ConfigError(
+            f"env '{env_id}' has {type(space).__name__} observations{where}, which zoo cannot flatten into a Box: "
+            f"wrap the env (e.g. in a gymnasium.ObservationWrapper) so that it gives Box or Dict-of-Box observations"
+        )
+    return True
+
+
+def _flattened(env_id: str, env: gym.Env) -> gym.Env:
+    """``env`` itself when its observations are a Box, else wrapped in ``FlattenObservation``."""
+    if not _needs_flattening(env_id, env.observation_space):
+        return env
+    return gym.wrappers.FlattenObservation(env)
+
+
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """Build one environment.
 
@@ -119,36 +197,43 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
         kwargs: keyword arguments for the factory or for ``gym.make``.
 
     Returns:
-        The environment.
+        The environment; observations that are not a Box are flattened into one (see the module docstring).
 
     Raises:
         ZooError: ``env_id`` is unknown to both registries; the message names the closest ids.
+        ConfigError: the env could not be built with ``kwargs``, or its observation space cannot be flattened
+            into a Box (Graph, Sequence, Text, OneOf).
 
     Examples:
         >>> env = make_env("CartPole-v1", max_episode_steps=50)
     """
+    _check_known(env_id)
     factory = ENV_REGISTRY.get(env_id) if env_id in ENV_REGISTRY else None
-    if factory is None:
-        _gym_spec(env_id)
     with _one_line_construction_errors(env_id, kwargs):
-        return factory(**kwargs) if factory is not None else gym.make(env_id, **kwargs)
+        env = factory(**kwargs) if factory is not None else gym.make(env_id, **kwargs)
+    try:
+        return _flattened(env_id, env)
+    except ConfigError:
+        env.close()
+        raise
 
 
 def _build_single_env(
     env_id: str, factory: Callable[..., gym.Env] | None, kwargs: dict[str, Any], max_episode_steps: int | None
 ) -> gym.Env:
-    """Sub-env constructor for Sync/AsyncVectorEnv.
+    """Sub-env constructor for Sync/AsyncVectorEnv; observations that are not a Box are flattened.
 
     The factory object itself (not its name) is passed so that a spawned worker, whose ENV_REGISTRY may be
     empty, can still build it.
     """
     if factory is None:
         extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-        return gym.make(env_id, **kwargs, **extra)
-    env = factory(**kwargs)
-    if max_episode_steps is not None:
-        env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
-    return env
+        env = gym.make(env_id, **kwargs, **extra)
+    else:
+        env = factory(**kwargs)
+        if max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
+    return _flattened(env_id, env)
 
 
 def _async_context() -> str:
@@ -239,10 +324,13 @@ def make_vector_env(
         max_episode_steps: time limit per episode (truncation); overrides the spec's default.
 
     Returns:
-        A ``gymnasium.vector.VectorEnv`` whose ``metadata["autoreset_mode"]`` is ``AutoresetMode.NEXT_STEP``.
+        A ``gymnasium.vector.VectorEnv`` whose ``metadata["autoreset_mode"]`` is ``AutoresetMode.NEXT_STEP`` and
+        whose ``single_observation_space`` is a Box: other observation spaces are flattened (see the module
+        docstring), per sub-env in ``sync``/``async`` mode and on the batch for ``vector_entry_point``.
 
     Raises:
-        ConfigError: invalid ``mode``/``num_envs``, or a mode the env cannot provide.
+        ConfigError: invalid ``mode``/``num_envs``, a mode the env cannot provide, or an observation space that
+            cannot be flattened into a Box (Graph, Sequence, Text, OneOf).
         ZooError: unknown ``env_id``.
 
     Examples:
@@ -254,6 +342,7 @@ def make_vector_env(
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     env_kwargs = dict(env_kwargs or {})
+    _check_known(env_id)
     resolved = _resolve_mode(env_id, mode, env_kwargs, max_episode_steps)
     with _one_line_construction_errors(env_id, env_kwargs):
         venv = _build_vector_env(env_id, num_envs, resolved, env_kwargs, max_episode_steps)
@@ -274,10 +363,14 @@ def _build_vector_env(
     if resolved == "vector_entry_point":
         extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs, **extra)
+        try:
+            if _needs_flattening(env_id, venv.single_observation_space):
+                venv = gym.wrappers.vector.FlattenObservation(venv)
+        except ConfigError:
+            venv.close()
+            raise
     else:
         factory = ENV_REGISTRY.get(env_id) if env_id in ENV_REGISTRY else None
-        if factory is None:
-            _gym_spec(env_id)
         build = functools.partial(_build_single_env, env_id, factory, env_kwargs, max_episode_steps)
         env_fns = [build] * num_envs
         if resolved == "sync":
