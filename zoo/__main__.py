@@ -1,7 +1,5 @@
 """``python -m zoo ...`` works like ``zoo ...`` (torchrun launches zoo this way)."""
 
-import sys
+from .cli import console_main
 
-from .cli import main
-
-sys.exit(main())
+console_main()

@@ -8,6 +8,7 @@ problem and the fix; ``--debug`` adds the traceback); 128 + N after signal N sav
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 import traceback
@@ -264,5 +265,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = previous
 
 
+def console_main() -> None:
+    """``zoo`` and ``python -m zoo``: ``main``, then exit without the interpreter's final garbage collection.
+
+    ``gc.freeze()`` moves every live object out of the collector's reach, so the shutdown does not traverse the
+    hundreds of thousands of objects torch creates (about 0.3 s of every command here); files, handlers and
+    ``atexit`` hooks are closed and run as usual. Only for the process-ending entry points: ``main`` itself may
+    be called many times in one process (tests) and leaves the collector alone.
+    """
+    code = main()
+    sys.stdout.flush()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()
