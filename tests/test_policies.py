@@ -631,9 +631,10 @@ def test_continuous_collect_clips_env_action_only():
     with torch.no_grad():
         mu, value = policy.model.policy_output(obs)["mu"], policy.model.value(obs)
     sigma = torch.full_like(mu, math.exp(2.0))
-    torch.testing.assert_close(out.extras["log_prob"], gaussian_logp_ref(mu, sigma, raw))
+    assert set(out.extras) == {"policy_output"}  # values and log-probs come once per rollout (process_rollout)
+    torch.testing.assert_close(policy.log_prob(out.extras["policy_output"], raw), gaussian_logp_ref(mu, sigma, raw))
     torch.testing.assert_close(out.extras["policy_output"], torch.cat([mu, sigma], -1))
-    torch.testing.assert_close(out.extras["value"], value)
+    torch.testing.assert_close(policy.values_of(obs), value)
     # The raw action is a N(mu, sigma) sample.
     z = (raw - mu) / sigma
     assert abs(z.mean().item()) < 0.15 and abs(z.std().item() - 1.0) < 0.1
@@ -652,12 +653,32 @@ def test_discrete_collect_samples_from_the_logits():
         logits, value = policy.model.policy_output(obs), policy.model.value(obs)
     raw = out.raw_action
     np.testing.assert_array_equal(out.action, raw.numpy())
-    torch.testing.assert_close(out.extras["log_prob"], categorical_logp_ref(logits, raw))
+    assert set(out.extras) == {"policy_output"}
+    torch.testing.assert_close(policy.log_prob(out.extras["policy_output"], raw), categorical_logp_ref(logits, raw))
     torch.testing.assert_close(out.extras["policy_output"], logits)
-    torch.testing.assert_close(out.extras["value"], value)
+    torch.testing.assert_close(policy.values_of(obs), value)
     freq = torch.bincount(raw, minlength=N_ACTIONS).float() / raw.numel()
     torch.testing.assert_close(freq, torch.softmax(logits[0], -1), atol=0.015, rtol=0.0)
     np.testing.assert_array_equal(policy.evaluate(obs[:3]), logits[:3].argmax(-1).numpy())
+
+
+@pytest.mark.parametrize("discrete", [True, False], ids=["discrete", "continuous"])
+def test_process_rollout_adds_values_and_log_probs_of_every_step(discrete):
+    # collect leaves them out; process_rollout computes them in one pass: equal to the per-step references.
+    policy = make_policy(PPOPolicy, discrete)
+    rollout = make_rollout(policy, T=5, B=3)
+    extras = {"policy_output": rollout.extras["policy_output"]}
+    processed = policy.process_rollout(Rollout(**{**rollout.__dict__, "extras": extras}))
+    with torch.no_grad():
+        values = torch.stack([policy.model.value(rollout.obs[t]) for t in range(5)])
+    torch.testing.assert_close(processed.extras["value"], values)
+    old = policy.unpack_policy_output(rollout.extras["policy_output"])
+    want = categorical_logp_ref(old, rollout.action) if discrete else gaussian_logp_ref(old["mu"], old["sigma"],
+                                                                                         rollout.action)
+    torch.testing.assert_close(processed.extras["log_prob"], want)
+    # Values a collect did provide are kept as they are.
+    kept = policy.process_rollout(Rollout(**{**rollout.__dict__, "extras": {**extras, "value": values + 1.0}}))
+    torch.testing.assert_close(kept.extras["value"], values + 1.0)
 
 
 @pytest.mark.parametrize("cls", [PPOPolicy, A2CPolicy])
@@ -840,7 +861,7 @@ def test_acting_only_policy_acts_without_optimizer(discrete):
     assert policy.optimizer is None
     obs = torch.randn(4, OBS_DIM)
     out = policy.collect(obs)
-    assert out.action.shape[0] == 4 and set(out.extras) == {"log_prob", "value", "policy_output"}
+    assert out.action.shape[0] == 4 and set(out.extras) == {"policy_output"}
     assert policy.evaluate(obs).shape[0] == 4
 
 

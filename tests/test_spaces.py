@@ -70,7 +70,7 @@ def test_collect_samples_every_component_with_its_joint_log_prob(cls, space):
     logits = policy.model.policy_output(obs)
     want = sum(torch.distributions.Categorical(logits=chunk).log_prob(out.raw_action[:, k])
                for k, chunk in enumerate(logits.split(nvec, -1)))
-    torch.testing.assert_close(out.extras["log_prob"], want)
+    torch.testing.assert_close(policy.log_prob(out.extras["policy_output"], out.raw_action), want)
     torch.testing.assert_close(out.extras["policy_output"], logits)
 
 
@@ -107,6 +107,7 @@ def _rollout(policy, T=4, B=3, seed=0):
     out = policy.collect(obs.reshape(T * B, 5))
     extras = {key: value.reshape(T, B, *value.shape[1:]) for key, value in out.extras.items()}
     extras["policy_output"] = extras["policy_output"] + 0.7 * torch.randn(extras["policy_output"].shape, generator=g)
+    extras["value"] = policy.values_of(obs) + 0.3 * torch.randn(T, B, generator=g)
     extras["advantage"] = torch.randn(T, B, generator=g)
     extras["returns"] = torch.randn(T, B, generator=g)
     return Rollout(obs=obs, action=out.raw_action.reshape(T, B, -1), reward=torch.zeros(T, B),

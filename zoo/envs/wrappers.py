@@ -150,12 +150,14 @@ class EpisodeStats(_NextStepWrapper):
         self._starts[mask] = time.perf_counter()
 
     def _on_step(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
-        now = time.perf_counter()
-        self._starts[~active] = now  # an autoreset step starts the sub-env's next episode
-        self._returns[active] += np.asarray(reward, dtype=np.float64)[active]
-        self._lengths[active] += 1
-        ended = done & active
+        # In-place ufuncs with where= (no temporaries): this runs at every step of every rollout.
+        np.add(self._returns, reward, out=self._returns, where=active)
+        np.add(self._lengths, 1, out=self._lengths, where=active)
         self._ended = None
+        if not done.any():
+            return reward
+        now = time.perf_counter()
+        ended = done & active
         if ended.any():
             for i in np.flatnonzero(ended):
                 episode = (float(self._returns[i]), int(self._lengths[i]))
@@ -166,6 +168,7 @@ class EpisodeStats(_NextStepWrapper):
                            "t": np.where(ended, np.round(now - self._starts, 6), 0.0), "_": ended}
         self._returns[done] = 0.0
         self._lengths[done] = 0
+        self._starts[done] = now  # the next episode starts at the autoreset step
         return reward
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:

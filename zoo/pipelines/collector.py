@@ -129,19 +129,22 @@ class VectorCollector:
         self.start()
         obs, pending = self.obs, self.pending_reset
         envs = self.num_envs
-        obs_buf = torch.empty((steps, envs, *np.shape(obs)[1:]), dtype=torch.float32)
+        # The observations go straight into the rollout's buffer; the policy reads them there (a view, no copy).
+        obs_np = np.empty((steps, envs, *np.shape(obs)[1:]), dtype=np.float32)
+        obs_buf = torch.from_numpy(obs_np)
         reward = np.empty((steps, envs), dtype=np.float32)
         terminated = np.empty((steps, envs), dtype=bool)
         truncated = np.empty((steps, envs), dtype=bool)
         valid = np.empty((steps, envs), dtype=bool)
         outputs = []
         device = policy.device
+        on_cpu = device.type == "cpu"
+        step = self.venv.step
         for t in range(steps):
-            obs_tensor = _float32(obs)
-            obs_buf[t] = obs_tensor
-            out = policy.collect(obs_tensor.to(device))
+            obs_np[t] = obs
+            out = policy.collect(obs_buf[t] if on_cpu else obs_buf[t].to(device))
             outputs.append(out)
-            obs, reward[t], terminated[t], truncated[t], _ = self.venv.step(out.action)
+            obs, reward[t], terminated[t], truncated[t], _ = step(out.action)
             valid[t] = ~pending
             pending = terminated[t] | truncated[t]
         self.obs, self.pending_reset = obs, pending
