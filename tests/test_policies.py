@@ -1022,3 +1022,37 @@ def test_a_deep_copied_policy_learns_like_the_original():
     assert_same_parameters(policy.model, twin.model, atol=0.0)
     fresh = make_policy(PPOPolicy, True)
     assert any(not torch.equal(a, b) for a, b in zip(twin.model.parameters(), fresh.model.parameters()))  # it learned
+
+
+# -- numpy acting (small CPU models) ----------------------------------------------------------------------------
+@pytest.mark.parametrize("discrete", [True, False], ids=["discrete", "continuous"])
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
+def test_numpy_acting_matches_the_torch_path_and_follows_learning(discrete, activation):
+    policy = make_policy(PPOPolicy, discrete, activation=activation, epochs=1, minibatch_size=1000, **SENSITIVE)
+    assert policy._numpy_ok
+    obs = torch.randn(64, OBS_DIM, generator=torch.Generator().manual_seed(3))
+
+    def both():
+        torch.manual_seed(7)
+        fast = policy.collect(obs)
+        policy._numpy_ok = False
+        torch.manual_seed(7)
+        slow = policy.collect(obs)
+        values = (policy.values_of(obs), policy.evaluate(obs))
+        policy._numpy_ok = True
+        return fast, slow, values, (policy.values_of(obs), policy.evaluate(obs))
+
+    for _ in range(2):  # before and after an update: the numpy weights are views of the learning parameters
+        fast, slow, (value_torch, eval_torch), (value_np, eval_np) = both()
+        torch.testing.assert_close(fast.extras["policy_output"], slow.extras["policy_output"], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(value_np, value_torch, rtol=1e-5, atol=1e-6)
+        if discrete:
+            assert torch.equal(fast.raw_action, slow.raw_action)  # the same noise from torch's generator
+            np.testing.assert_array_equal(eval_np, eval_torch)
+        else:
+            torch.testing.assert_close(fast.raw_action, slow.raw_action, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(eval_np, eval_torch, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(fast.action, np.clip(fast.raw_action.numpy(), -0.1, 0.1))
+        before = policy.model.numpy_policy_output(obs.numpy()).copy()
+        policy.learn(make_rollout(policy, T=4, B=3), LearnContext())
+        assert not np.allclose(policy.model.numpy_policy_output(obs.numpy()), before)

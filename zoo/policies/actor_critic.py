@@ -193,6 +193,8 @@ class ActorCriticPolicy(Policy):
         ).to(self.device)
         self.discrete = self.model.discrete
         self.nvec = self.model.nvec
+        # Small CPU models act (and value whole rollouts) in numpy: see ActorCritic.numpy_policy_output.
+        self._numpy_ok = self.nvec is None and self.model.numpy_acting
         # Integer actions: the env's own offsets (gymnasium's ``start``) and dtype, in the env's shape.
         start = getattr(action_space, "start", None)
         self._action_start = None if start is None or not np.any(start) else np.asarray(start)
@@ -205,6 +207,7 @@ class ActorCriticPolicy(Policy):
         if not self.discrete:
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self._high = torch.as_tensor(action_space.high, dtype=torch.float32)
+            self._low_np, self._high_np = self._low.numpy(), self._high.numpy()
 
     # -- acting -------------------------------------------------------------------------------------------
     def _env_action(self, raw: torch.Tensor) -> np.ndarray:
@@ -222,7 +225,11 @@ class ActorCriticPolicy(Policy):
 
         Values and log-probabilities are not needed to act: ``process_rollout`` computes them for the whole rollout
         in one batched pass (same weights, so the same numbers), which halves the per-step work of collection.
+        Small CPU models act in numpy (``ActorCritic.numpy_policy_output``); the noise still comes from torch's
+        generator, so a seed gives the same actions either way.
         """
+        if self._numpy_acting(obs):
+            return self._collect_numpy(obs.numpy())
         output = self.model.policy_output(obs)
         if self.nvec is not None:
             logits = multi_categorical_logits(output, self.nvec)  # (B, K, N), -inf beyond each component's size
@@ -237,6 +244,22 @@ class ActorCriticPolicy(Policy):
             packed = torch.cat([output["mu"], output["sigma"]], -1)
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
 
+    def _numpy_acting(self, obs: torch.Tensor) -> bool:
+        return self._numpy_ok and obs.dtype == torch.float32 and obs.device.type == "cpu"
+
+    def _collect_numpy(self, obs: np.ndarray) -> CollectOutput:
+        out = self.model.numpy_policy_output(obs)
+        if self.discrete:
+            noise = torch.empty(out.shape).exponential_().numpy()  # the draws the torch path makes
+            action = np.argmax(out - np.log(noise), axis=-1)
+            env_action = action if self._action_start is None else action + self._action_start
+            return CollectOutput(env_action, torch.from_numpy(action), {"policy_output": torch.from_numpy(out)})
+        sigma = np.exp(self.model.log_std.detach().numpy())
+        raw = out + sigma * torch.randn(out.shape).numpy()
+        packed = np.concatenate([out, np.broadcast_to(sigma, out.shape)], axis=-1)
+        env_action = np.minimum(np.maximum(raw, self._low_np), self._high_np)
+        return CollectOutput(env_action, torch.from_numpy(raw), {"policy_output": torch.from_numpy(packed)})
+
     def log_prob(self, packed: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Log-probability of raw ``action`` under the packed policy output of ``collect`` (any leading shape)."""
         output = self.unpack_policy_output(packed)
@@ -250,6 +273,8 @@ class ActorCriticPolicy(Policy):
     def values_of(self, obs: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
         """Critic values of observations with any leading shape ``(..., *obs_shape)``, in batches of ``chunk``."""
         leading = obs.shape[: obs.ndim - len(self.observation_space.shape)]
+        if self._numpy_acting(obs):  # numpy's forward: a fraction of torch's on small CPU models
+            return torch.from_numpy(self.model.numpy_value(obs.numpy())).reshape(leading)
         flat = obs.reshape(-1, *self.observation_space.shape)
         if flat.shape[0] <= chunk:
             return self.model.value(flat).reshape(leading)
@@ -267,6 +292,12 @@ class ActorCriticPolicy(Policy):
 
     @torch.no_grad()
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
+        if self._numpy_acting(obs):
+            out = self.model.numpy_policy_output(obs.numpy())
+            if self.discrete:
+                action = np.argmax(out, axis=-1)
+                return action if self._action_start is None else action + self._action_start
+            return np.minimum(np.maximum(out, self._low_np), self._high_np)
         output = self.model.policy_output(obs)
         if self.nvec is not None:
             output = multi_categorical_logits(output, self.nvec)
@@ -295,7 +326,7 @@ class ActorCriticPolicy(Policy):
         if "log_prob" not in rollout.extras:
             with torch.no_grad():
                 extras["log_prob"] = self.log_prob(rollout.extras["policy_output"], rollout.action)
-        next_value = torch.cat([value[1:], self.value(rollout.last_obs).unsqueeze(0)])
+        next_value = torch.cat([value[1:], self.values_of(rollout.last_obs).unsqueeze(0)])
         invalid = ~rollout.valid
         done = rollout.terminated | invalid
         trace_end = rollout.terminated | rollout.truncated | invalid

@@ -17,6 +17,17 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 _FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu}
 
 
+def _np_relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0, out=x)
+
+
+def _np_elu(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0.0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+_NUMPY_FUNCTIONS = {"tanh": lambda x: np.tanh(x, out=x), "relu": _np_relu, "elu": _np_elu}
+
+
 def mlp(sizes: list[int], activation: str) -> nn.Sequential:
     """Linear layers between consecutive ``sizes`` with ``activation`` after each (orthogonal, gain sqrt 2)."""
     layers: list[nn.Module] = []
@@ -191,6 +202,7 @@ class ActorCritic(nn.Module):
         self.shared = shared
         self._obs_ndim = 1 if encoder is not None else len(observation_space.shape)
         self._activation = _FUNCTIONS[activation]
+        self._np_activation = _NUMPY_FUNCTIONS[activation]
         self._cache_layers()
 
     def _cache_layers(self) -> None:
@@ -201,6 +213,7 @@ class ActorCritic(nn.Module):
         self._critic_layers = pairs(self.critic_trunk)
         self._policy_head = (self.policy_head.weight, self.policy_head.bias)
         self._value_head = (self.value_head.weight, self.value_head.bias)
+        self._np_layers: dict[bool, tuple[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]]] = {}
 
     def _apply(self, fn: Any, recurse: bool = True) -> ActorCritic:
         # .to()/.cuda()/.double() may replace the parameter objects: refresh the cached references.
@@ -222,6 +235,41 @@ class ActorCritic(nn.Module):
         if self.discrete:
             return out
         return {"mu": out, "sigma": self.log_std.exp().expand_as(out)}
+
+    def numpy_policy_output(self, obs: np.ndarray) -> np.ndarray:
+        """The policy head's output (logits, or the Gaussian mean) computed in numpy, for acting on the CPU.
+
+        For the small MLPs of classic control, each torch call costs several microseconds of dispatch, more than
+        its arithmetic, and torch's CPU tanh is several times slower than numpy's (measured: 71 us against 9 us
+        for 256x64). The weights are numpy views of the parameters' own storage (refreshed when an optimiser or
+        ``.to()`` moves them), so they are always the current ones. Only where ``numpy_acting`` holds.
+        """
+        return self._numpy_mlp(self._numpy_layers(actor=True), obs)
+
+    def numpy_value(self, obs: np.ndarray) -> np.ndarray:
+        """State values ``(...)`` computed in numpy (see ``numpy_policy_output``)."""
+        return self._numpy_mlp(self._numpy_layers(actor=False), obs)[..., 0]
+
+    def _numpy_mlp(self, layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
+        x = obs if self._obs_ndim == 1 else obs.reshape(*obs.shape[: obs.ndim - self._obs_ndim], -1)
+        for weight, bias in layers[:-1]:
+            x = self._np_activation(np.matmul(x, weight.T) + bias)
+        weight, bias = layers[-1]
+        return np.matmul(x, weight.T) + bias
+
+    @property
+    def numpy_acting(self) -> bool:
+        """Whether the numpy forward passes apply: float32 parameters on the CPU and no encoder."""
+        head = self.policy_head.weight
+        return self.encoder is None and head.device.type == "cpu" and head.dtype == torch.float32
+
+    def _numpy_layers(self, actor: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+        pairs = [*self._actor_layers, self._policy_head] if actor else [*self._critic_layers, self._value_head]
+        key = tuple(weight.data_ptr() for weight, _ in pairs)
+        cached = self._np_layers.get(actor)
+        if cached is None or cached[0] != key:
+            cached = self._np_layers[actor] = (key, [(w.detach().numpy(), b.detach().numpy()) for w, b in pairs])
+        return cached[1]
 
     def policy_output(self, obs: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """Logits ``(..., N)`` or ``{'mu', 'sigma'}`` of shape ``(..., D)``."""
