@@ -10,8 +10,8 @@ Usage:
 
 Stable-Baselines3 is optional (never a zoo dependency): when importable, it trains with the rl-zoo
 hyper-parameters for CartPole-v1 and stops at the same criterion, in the same process, one torch thread each.
-Also printed: zoo's collection throughput (collector alone, the config's number of envs) as a fraction of the
-raw vector env stepped with random actions.
+Also printed: zoo's collection throughput (collector plus sample processing, the config's number of envs) as a
+fraction of the raw vector env stepped with random actions.
 """
 
 from __future__ import annotations
@@ -113,16 +113,18 @@ def sb3_sac(seed: int) -> tuple[float, float] | None:
 
 
 def collection_sps(algo: str, steps: int = 40_000) -> tuple[float, int]:
-    """zoo's collector alone (policy forward + sampling + env step + rollout buffers), with the config's envs."""
+    """zoo's collection with the config's envs: policy forward + sampling + env step + rollout buffers, and the
+    policy's sample processing (values and log-probs for the whole rollout, GAE), which collection hands over."""
     cfg = resolve_config(load_config_file(ROOT / "configs" / f"{algo}_cartpole.py"))
     pipeline = SerialOnPolicyPipeline(cfg)
     try:
         collector, steps_per_rollout = pipeline.collector, cfg.pipeline.rollout_steps
         per_rollout = cfg.pipeline.num_envs * steps_per_rollout
-        collector.rollout(pipeline.policy, steps_per_rollout)  # warm-up
+        policy = pipeline.policy
+        policy.process_rollout(collector.rollout(policy, steps_per_rollout))  # warm-up
         start = time.perf_counter()
         for _ in range(max(steps // per_rollout, 1)):
-            collector.rollout(pipeline.policy, steps_per_rollout)
+            policy.process_rollout(collector.rollout(policy, steps_per_rollout))
         elapsed = time.perf_counter() - start
     finally:
         pipeline.close()

@@ -2,8 +2,8 @@
 
 Random play on CartPole-v1 scores ~22. Each CartPole test asserts what every tested seed reached: the 100-episode
 training mean of 475 (``stop_return``) within the config's budget. Measured with the seeds derived by
-zoo.pipelines.process (seeds 0-7): PPO solved in 69k-144k env steps (budget 200k), A2C in 107k-256k (budget 500k).
-DPPO (2 spawned workers, gradients all-reduced): seeds 0-5 solved in 61k-84k env steps in total (budget 200k).
+zoo.pipelines.process (seeds 0-7): PPO solved in 91k-159k env steps (budget 200k), A2C in 106k-245k (budget 500k).
+DPPO (2 spawned workers, gradients all-reduced): seeds 0-7 solved in 67k-104k env steps in total (budget 200k).
 """
 
 from __future__ import annotations
