@@ -285,3 +285,20 @@ def test_an_encoder_registered_by_a_plugin_is_used_by_name():
         assert policy.collect(torch.randn(3, 5)).raw_action.shape == (3, 3)
     finally:
         MODEL_REGISTRY.unregister("test_tiny_encoder")
+
+
+def test_a_loaded_agent_takes_the_envs_own_dict_observations(tmp_path):
+    import zoo
+
+    summary = train({"exp_name": "dict_agent", "env": {"id": "test_dict_cue"}, "policy": {"type": "ppo"},
+                     "pipeline": {"num_envs": 4, "rollout_steps": 16, "max_env_steps": 128, "eval_every": 0}},
+                    [f"runs_dir={tmp_path}", "logger.progress=false"])
+    agent = zoo.load(summary["run_dir"])
+    env = DictCueEnv()
+    obs, _ = env.reset(seed=0)
+    flat = gym.spaces.flatten(env.observation_space, obs)
+    assert agent.predict(obs) == agent.predict(flat)  # as the env gives it, or flattened by hand
+    batch = [env.step(0)[0] for _ in range(3)]
+    np.testing.assert_array_equal(agent.predict(batch),
+                                  agent.predict(np.stack([gym.spaces.flatten(env.observation_space, o)
+                                                          for o in batch])))

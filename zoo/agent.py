@@ -23,10 +23,16 @@ class Agent:
         >>> obs, reward, terminated, truncated, _ = env.step(agent.predict(obs))
     """
 
-    def __init__(self, policy: Policy, normalize: Callable[[Any], np.ndarray] | None, config: Any = None) -> None:
+    def __init__(
+        self, policy: Policy, normalize: Callable[[Any], np.ndarray] | None, config: Any = None,
+        native_observation_space: gym.Space | None = None,
+    ) -> None:
         self.policy = policy
         self.normalize = normalize
         self.config = config
+        # The env's own observation space where zoo flattened it (Dict, Tuple, Discrete...): predict flattens
+        # such observations the same way, so the env's observations can be passed as they come.
+        self.native_observation_space = native_observation_space
 
     @property
     def observation_space(self) -> gym.Space:
@@ -42,8 +48,15 @@ class Agent:
         """Action(s) for one observation or a batch ``(N, *obs_shape)``, as numpy.
 
         The run's observation normalisation (frozen training statistics) is applied first.
-        ``deterministic=False`` samples from the policy instead of taking its mode.
+        ``deterministic=False`` samples from the policy instead of taking its mode. Where the env's observations
+        are not a Box (Dict, Tuple, Discrete...), pass them as the env gives them (one, or a list of them): they
+        are flattened as in training.
         """
+        native = self.native_observation_space
+        if native is not None and not (isinstance(obs, np.ndarray) and obs.dtype != object):
+            if isinstance(obs, list):
+                return self.predict(np.stack([gym.spaces.flatten(native, one) for one in obs]), deterministic)
+            obs = gym.spaces.flatten(native, obs)
         array = np.asarray(obs, dtype=np.float32)
         shape = tuple(self.observation_space.shape)
         single = array.shape == shape
@@ -63,9 +76,12 @@ def load(run_dir: str | Path, device: str = "cpu", which: str = "last") -> Agent
 
     ``which``: ``last`` (the latest checkpoint) or ``best`` (the best evaluation during training, best_model.pt).
     """
-    from .envs import NormalizeObservation
+    from .envs import NormalizeObservation, make_env
     from .experiment import load_run
 
     cfg, policy, obs_state = load_run(run_dir, device, which)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
-    return Agent(policy, normalize, cfg)
+    env = make_env(cfg.env.id, **dict(cfg.env.kwargs))
+    native = env.env.observation_space if isinstance(env, gym.wrappers.FlattenObservation) else None
+    env.close()
+    return Agent(policy, normalize, cfg, native)
