@@ -1,8 +1,9 @@
 """A2C on Pendulum-v1 (rl-zoo-like settings without gSDE: 8 envs x 8 steps, RMSprop, normalised obs and reward).
 
-Expected: 10-episode eval mean better than -500 by 1M env steps. A2C is far less sample-efficient than PPO here.
-Seed 0, measured: every periodic eval from 640k steps on lay between -145 and -466, and `zoo eval` of the
-final model gave -339 +- 418 (some starts are not swung up). About 130 s here."""
+Expected: 10-episode eval mean better than -500 by 1M env steps. A2C is far less sample-efficient than PPO here,
+and unstable: measured again on 2026-11-23, seed 1 met it (every eval from 600k on between -105 and -385; -247 at
+992k) but seed 0 did not (-611 at 992k, best -323 at 960k), and seed 0 was the same before that day's changes
+(-603 at 992k): the "-145 to -466 from 640k" measured for seed 0 on 2026-11-21 no longer holds. About 125 s here."""
 
 config = dict(
     exp_name="a2c_pendulum",
