@@ -49,13 +49,7 @@ LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 SENSITIVE = {"learning_rate": 0.05, "adam_eps": 0.5, "entropy_coef": 0.05, "anneal_lr": False}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny networks: intra-op threads only add synchronisation (tens of ms per backward on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- builders ---------------------------------------------------------------------------------------------------

@@ -58,13 +58,7 @@ NO_ACE = {"causal_weights": False, "dormant_reset": False}
 FLAGS = "..TX.B.T..X...TX"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny networks: intra-op threads only add synchronisation."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- builders ---------------------------------------------------------------------------------------------------

@@ -24,12 +24,7 @@ MULTI = gym.spaces.MultiDiscrete([3, 2, 4], start=[1, 0, -2])
 BINARY = gym.spaces.MultiBinary(4)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module", autouse=True)

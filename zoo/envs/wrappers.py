@@ -141,7 +141,6 @@ class EpisodeStats(_NextStepWrapper):
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
         self._starts = np.full(self.num_envs, time.perf_counter())
-        self._ended: dict[str, np.ndarray] | None = None
 
     def _on_reset(self, mask: np.ndarray) -> None:
         # An episode cut short by a manual reset is discarded, not reported.
@@ -149,36 +148,36 @@ class EpisodeStats(_NextStepWrapper):
         self._lengths[mask] = 0
         self._starts[mask] = time.perf_counter()
 
-    def _on_step(self, reward: np.ndarray, done: np.ndarray, active: np.ndarray) -> np.ndarray:
-        # In-place ufuncs with where= (no temporaries): this runs at every step of every rollout.
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step; where episodes ended, record them and add gymnasium's ``info["episode"]`` and ``info["_episode"]``.
+
+        Written out rather than through the base class's hooks: it runs at every step of every rollout.
+        """
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        active = ~self._autoreset  # False where this step was an autoreset step (its reward counts nowhere)
         np.add(self._returns, reward, out=self._returns, where=active)
         np.add(self._lengths, 1, out=self._lengths, where=active)
-        self._ended = None
-        if not done.any():
-            return reward
+        done = np.logical_or(terminated, truncated)
+        self._autoreset = done
+        if done.any():
+            info = self._record_ends(done & active, done, info)
+        return obs, reward, terminated, truncated, info
+
+    def _record_ends(self, ended: np.ndarray, done: np.ndarray, info: dict) -> dict:
         now = time.perf_counter()
-        ended = done & active
         if ended.any():
-            for i in np.flatnonzero(ended):
-                episode = (float(self._returns[i]), int(self._lengths[i]))
-                self.recent.append(episode)
-                self._finished.append(episode)
-                self.episodes += 1
-            self._ended = {"r": np.where(ended, self._returns, 0.0), "l": np.where(ended, self._lengths, 0),
-                           "t": np.where(ended, np.round(now - self._starts, 6), 0.0), "_": ended}
+            finished = list(zip(self._returns[ended].tolist(), self._lengths[ended].tolist()))
+            self.recent.extend(finished)
+            self._finished.extend(finished)
+            self.episodes += len(finished)
+            if "episode" not in info:
+                episode = {"r": np.where(ended, self._returns, 0.0), "l": np.where(ended, self._lengths, 0),
+                           "t": np.where(ended, np.round(now - self._starts, 6), 0.0)}
+                info = {**info, "episode": episode, "_episode": ended}
         self._returns[done] = 0.0
         self._lengths[done] = 0
         self._starts[done] = now  # the next episode starts at the autoreset step
-        return reward
-
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Step; where episodes ended, add gymnasium's ``info["episode"]`` and ``info["_episode"]``."""
-        obs, reward, terminated, truncated, info = super().step(actions)
-        if self._ended is not None and "episode" not in info:
-            ended = self._ended.pop("_")
-            info = {**info, "episode": self._ended, "_episode": ended}
-        self._ended = None
-        return obs, reward, terminated, truncated, info
+        return info
 
     def mean_return(self) -> float | None:
         """Mean return of the last ``window`` episodes, or None when none has finished."""
