@@ -11,7 +11,7 @@ Usage:
 Stable-Baselines3 is optional (never a zoo dependency): when importable, it trains with the rl-zoo
 hyper-parameters for CartPole-v1 and stops at the same criterion, in the same process, one torch thread each.
 Also printed: zoo's collection throughput (collector plus sample processing, the config's number of envs) as a
-fraction of the raw vector env stepped with random actions.
+fraction of the raw vector env stepped with random actions, the two timed in alternating rounds.
 """
 
 from __future__ import annotations
@@ -112,33 +112,36 @@ def sb3_sac(seed: int) -> tuple[float, float] | None:
     return elapsed, float(mean)
 
 
-def collection_sps(algo: str, steps: int = 40_000) -> tuple[float, int]:
-    """zoo's collection with the config's envs: policy forward + sampling + env step + rollout buffers, and the
-    policy's sample processing (values and log-probs for the whole rollout, GAE), which collection hands over."""
+def collection_vs_raw(algo: str, rounds: int = 15, steps: int = 4096) -> tuple[float, float, int]:
+    """zoo's collection with the config's envs (policy forward + sampling + env step + rollout buffers, and the
+    policy's sample processing: values and log-probs for the whole rollout, GAE, which collection hands over) and
+    the raw vector env with the same copies stepped with pre-drawn random actions, in alternating rounds of
+    ``steps`` env steps each (a slow spell of the machine weighs on both alike); medians of steps/s.
+    Returns ``(zoo_sps, raw_sps, num_envs)``."""
     cfg = resolve_config(load_config_file(ROOT / "configs" / f"{algo}_cartpole.py"))
     pipeline = SerialOnPolicyPipeline(cfg)
-    try:
-        collector, steps_per_rollout = pipeline.collector, cfg.pipeline.rollout_steps
-        per_rollout = cfg.pipeline.num_envs * steps_per_rollout
-        policy = pipeline.policy
-        policy.process_rollout(collector.rollout(policy, steps_per_rollout))  # warm-up
-        start = time.perf_counter()
-        for _ in range(max(steps // per_rollout, 1)):
-            policy.process_rollout(collector.rollout(policy, steps_per_rollout))
-        elapsed = time.perf_counter() - start
-    finally:
-        pipeline.close()
-    return max(steps // per_rollout, 1) * per_rollout / elapsed, cfg.pipeline.num_envs
-
-
-def raw_env_sps(steps: int = 40_000, num_envs: int = 8) -> float:
+    num_envs = cfg.pipeline.num_envs
     venv = make_vector_env("CartPole-v1", num_envs, seed=0)
     venv.reset(seed=0)
-    rng = np.random.default_rng(0)
-    start = time.perf_counter()
-    for _ in range(steps // num_envs):
-        venv.step(rng.integers(0, 2, size=num_envs))
-    return steps / (time.perf_counter() - start)
+    actions = np.random.default_rng(0).integers(0, 2, size=(steps // num_envs, num_envs))
+    zoo_rates, raw_rates = [], []
+    try:
+        collector, policy, per_rollout_steps = pipeline.collector, pipeline.policy, cfg.pipeline.rollout_steps
+        rollouts = max(steps // (num_envs * per_rollout_steps), 1)
+        policy.process_rollout(collector.rollout(policy, per_rollout_steps))  # warm-up
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(rollouts):
+                policy.process_rollout(collector.rollout(policy, per_rollout_steps))
+            zoo_rates.append(rollouts * num_envs * per_rollout_steps / (time.perf_counter() - start))
+            start = time.perf_counter()
+            for action in actions:
+                venv.step(action)
+            raw_rates.append(len(actions) * num_envs / (time.perf_counter() - start))
+    finally:
+        pipeline.close()
+        venv.close()
+    return float(np.median(zoo_rates)), float(np.median(raw_rates)), num_envs
 
 
 def main() -> None:
@@ -174,8 +177,7 @@ def main() -> None:
             print(f"{'sac_ace / SAC':<17} {seed:>4} {zoo_s:8.1f} {zoo_eval:9.1f} {sb3_text}")
         print()
     for algo in on_policy:
-        collect, num_envs = collection_sps(algo)
-        raw = raw_env_sps(num_envs=num_envs)
+        collect, raw, num_envs = collection_vs_raw(algo)
         print(f"{algo}: zoo collection {collect:,.0f} steps/s = {collect / raw:.0%} of the raw CartPole-v1 vector env "
               f"({num_envs} copies, random actions: {raw:,.0f} steps/s)")
 
