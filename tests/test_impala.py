@@ -449,3 +449,19 @@ def test_a_killed_torchrun_actor_stops_the_learner_within_30s_in_one_line(tmp_pa
     assert "--resume" in errors[0]
     state = load_weights_only(tmp_path / "runs" / "imp" / "checkpoint.pt")
     assert state["loop"]["iteration"] >= 10
+
+
+def test_discrete_actors_act_in_numpy_as_the_torch_path_does():
+    policy, _ = _policy(gym.spaces.Discrete(3))
+    policy.model.float()  # _policy made it float64 (torch path); float32 CPU models act in numpy
+    obs = torch.randn(64, OBS_DIM)
+    torch.manual_seed(5)
+    fast = policy.collect(obs)
+    policy._numpy_ok = False
+    torch.manual_seed(5)
+    slow = policy.collect(obs)
+    assert torch.equal(fast.raw_action, slow.raw_action) and set(fast.extras) == {"policy_output"}
+    torch.testing.assert_close(fast.extras["policy_output"], slow.extras["policy_output"], rtol=1e-5, atol=1e-6)
+    policy.model.double()  # a float64 model falls back to torch by itself
+    policy._numpy_ok = True
+    assert not policy._numpy_acting(obs) and policy.collect(obs.double()).extras["policy_output"].dtype == torch.float64

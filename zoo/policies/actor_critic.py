@@ -194,7 +194,7 @@ class ActorCriticPolicy(Policy):
         self.discrete = self.model.discrete
         self.nvec = self.model.nvec
         # Small CPU models act (and value whole rollouts) in numpy: see ActorCritic.numpy_policy_output.
-        self._numpy_ok = self.nvec is None and self.model.numpy_acting
+        self._numpy_ok = self.nvec is None
         # Integer actions: the env's own offsets (gymnasium's ``start``) and dtype, in the env's shape.
         start = getattr(action_space, "start", None)
         self._action_start = None if start is None or not np.any(start) else np.asarray(start)
@@ -245,7 +245,8 @@ class ActorCriticPolicy(Policy):
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
 
     def _numpy_acting(self, obs: torch.Tensor) -> bool:
-        return self._numpy_ok and obs.dtype == torch.float32 and obs.device.type == "cpu"
+        # The model's flag follows .to()/.double() after construction; _numpy_ok switches the numpy path off.
+        return self._numpy_ok and self.model.numpy_acting and obs.dtype == torch.float32 and obs.device.type == "cpu"
 
     def _collect_numpy(self, obs: np.ndarray) -> CollectOutput:
         out = self.model.numpy_policy_output(obs)

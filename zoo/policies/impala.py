@@ -62,7 +62,10 @@ class ImpalaPolicy(ActorCriticPolicy):
     @torch.no_grad()
     def collect(self, obs: torch.Tensor) -> CollectOutput:
         """Sampled actions and the behaviour policy's output (``policy_output``: logits, or mu and sigma
-        concatenated); no value, so acting needs only the actor's weights."""
+        concatenated); no value, so acting needs only the actor's weights. Discrete actions on a small CPU model
+        are sampled in numpy, as in ``ActorCriticPolicy.collect`` (same torch noise, so seeds agree)."""
+        if self.discrete and self._numpy_acting(obs):
+            return self._collect_numpy(obs.numpy())
         output = self._bounded(self.model.policy_output(obs))
         if self.discrete:
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)  # Gumbel-max sample

@@ -214,6 +214,8 @@ class ActorCritic(nn.Module):
         self._policy_head = (self.policy_head.weight, self.policy_head.bias)
         self._value_head = (self.value_head.weight, self.value_head.bias)
         self._np_layers: dict[bool, tuple[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]]] = {}
+        head = self.policy_head.weight  # refreshed after every .to()/.double(): see _apply
+        self._numpy_ready = self.encoder is None and head.device.type == "cpu" and head.dtype == torch.float32
 
     def _apply(self, fn: Any, recurse: bool = True) -> ActorCritic:
         # .to()/.cuda()/.double() may replace the parameter objects: refresh the cached references.
@@ -260,8 +262,7 @@ class ActorCritic(nn.Module):
     @property
     def numpy_acting(self) -> bool:
         """Whether the numpy forward passes apply: float32 parameters on the CPU and no encoder."""
-        head = self.policy_head.weight
-        return self.encoder is None and head.device.type == "cpu" and head.dtype == torch.float32
+        return self._numpy_ready
 
     def _numpy_layers(self, actor: bool) -> list[tuple[np.ndarray, np.ndarray]]:
         pairs = [*self._actor_layers, self._policy_head] if actor else [*self._critic_layers, self._value_head]
