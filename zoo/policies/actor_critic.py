@@ -156,7 +156,8 @@ class ActorCriticPolicy(Policy):
             )
         discrete = isinstance(action_space, gym.spaces.Discrete)
         box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and action_space.shape[0] > 0
-        multi = action_nvec(action_space) is not None and sum(action_nvec(action_space)) > 0
+        nvec = action_nvec(action_space)
+        multi = nvec is not None and sum(nvec) > 0
         if multi and not cls.multi_discrete_actions:
             raise ConfigError(
                 f"action space {action_space} is not supported by {name}: it takes Discrete or non-empty 1-D Box "
@@ -207,17 +208,20 @@ class ActorCriticPolicy(Policy):
         if not self.discrete:
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self._high = torch.as_tensor(action_space.high, dtype=torch.float32)
-            self._low_np, self._high_np = self._low.numpy(), self._high.numpy()
+            self._low_np, self._high_np = self._low.numpy(), self._high.numpy()  # what _to_env clips to
 
     # -- acting -------------------------------------------------------------------------------------------
     def _env_action(self, raw: torch.Tensor) -> np.ndarray:
-        if self.discrete:
-            action = raw.cpu().numpy()
-            if self.nvec is not None:  # (B, K) components -> the space's shape and dtype (MultiBinary: int8)
-                action = action.reshape(*action.shape[:-1], *self._action_shape).astype(self._action_dtype)
-            return action if self._action_start is None else action + self._action_start
-        # The loss keeps the unclipped sample; only the env sees the clipped action.
-        return torch.maximum(torch.minimum(raw.cpu(), self._high), self._low).numpy()
+        return self._to_env(raw.cpu().numpy())
+
+    def _to_env(self, raw: np.ndarray) -> np.ndarray:
+        """What the env receives for raw actions (numpy): integer actions in the space's shape and dtype plus its
+        ``start``; Gaussian samples clipped to the bounds (the loss keeps the unclipped sample)."""
+        if not self.discrete:
+            return np.minimum(np.maximum(raw, self._low_np), self._high_np)
+        if self.nvec is not None:  # (B, K) components -> the space's shape and dtype (MultiBinary: int8)
+            raw = raw.reshape(*raw.shape[:-1], *self._action_shape).astype(self._action_dtype)
+        return raw if self._action_start is None else raw + self._action_start
 
     @torch.no_grad()
     def collect(self, obs: torch.Tensor) -> CollectOutput:
@@ -253,13 +257,13 @@ class ActorCriticPolicy(Policy):
         if self.discrete:
             noise = torch.empty(out.shape).exponential_().numpy()  # the draws the torch path makes
             action = np.argmax(out - np.log(noise), axis=-1)
-            env_action = action if self._action_start is None else action + self._action_start
-            return CollectOutput(env_action, torch.from_numpy(action), {"policy_output": torch.from_numpy(out)})
-        sigma = np.exp(self.model.log_std.detach().numpy())
-        raw = out + sigma * torch.randn(out.shape).numpy()
-        packed = np.concatenate([out, np.broadcast_to(sigma, out.shape)], axis=-1)
-        env_action = np.minimum(np.maximum(raw, self._low_np), self._high_np)
-        return CollectOutput(env_action, torch.from_numpy(raw), {"policy_output": torch.from_numpy(packed)})
+            packed = out
+        else:
+            sigma = np.exp(self.model.log_std.detach().numpy())
+            action = out + sigma * torch.randn(out.shape).numpy()
+            packed = np.concatenate([out, np.broadcast_to(sigma, out.shape)], axis=-1)
+        extras = {"policy_output": torch.from_numpy(packed)}
+        return CollectOutput(self._to_env(action), torch.from_numpy(action), extras)
 
     def log_prob(self, packed: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Log-probability of raw ``action`` under the packed policy output of ``collect`` (any leading shape)."""
@@ -295,10 +299,7 @@ class ActorCriticPolicy(Policy):
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
         if self._numpy_acting(obs):
             out = self.model.numpy_policy_output(obs.numpy())
-            if self.discrete:
-                action = np.argmax(out, axis=-1)
-                return action if self._action_start is None else action + self._action_start
-            return np.minimum(np.maximum(out, self._low_np), self._high_np)
+            return self._to_env(np.argmax(out, axis=-1) if self.discrete else out)
         output = self.model.policy_output(obs)
         if self.nvec is not None:
             output = multi_categorical_logits(output, self.nvec)

@@ -114,7 +114,6 @@ def _conv(fan_in: int, fan_out: int, kernel: int, stride: int) -> nn.Conv2d:
 # Encoders zoo ships; plugins add theirs to zoo.registry.MODEL_REGISTRY (a class or factory called with the
 # observation space and ``encoder_kwargs``, returning a module with ``output_dim`` features).
 BUILTIN_ENCODERS: dict[str, Any] = {"nature_cnn": NatureCNN}
-ENCODER_CHOICES = ("auto", "mlp", *BUILTIN_ENCODERS)
 
 
 def build_encoder(name: str, observation_space: gym.Space, kwargs: dict[str, Any] | None = None) -> nn.Module | None:
@@ -214,8 +213,9 @@ class ActorCritic(nn.Module):
         self._policy_head = (self.policy_head.weight, self.policy_head.bias)
         self._value_head = (self.value_head.weight, self.value_head.bias)
         self._np_layers: dict[bool, tuple[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]]] = {}
-        head = self.policy_head.weight  # refreshed after every .to()/.double(): see _apply
-        self._numpy_ready = self.encoder is None and head.device.type == "cpu" and head.dtype == torch.float32
+        # Whether the numpy forward passes apply (float32 on the CPU, no encoder); refreshed by .to()/.double().
+        head = self.policy_head.weight
+        self.numpy_acting = self.encoder is None and head.device.type == "cpu" and head.dtype == torch.float32
 
     def _apply(self, fn: Any, recurse: bool = True) -> ActorCritic:
         # .to()/.cuda()/.double() may replace the parameter objects: refresh the cached references.
@@ -223,14 +223,21 @@ class ActorCritic(nn.Module):
         self._cache_layers()
         return result
 
-    def _trunk(self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the MLPs take: the encoder's features, or the observations flattened."""
         if self.encoder is not None:
-            x = self.encoder(x)
-        elif self._obs_ndim != 1:  # observations of any shape enter the MLP flattened
-            x = x.unsqueeze(-1) if self._obs_ndim == 0 else x.flatten(-self._obs_ndim)
+            return self.encoder(obs)
+        if self._obs_ndim != 1:  # observations of any shape enter the MLP flattened
+            return obs.unsqueeze(-1) if self._obs_ndim == 0 else obs.flatten(-self._obs_ndim)
+        return obs
+
+    def _mlp(self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
         for weight, bias in layers:
             x = self._activation(F.linear(x, weight, bias))
         return x
+
+    def _trunk(self, layers: list[tuple[torch.Tensor, torch.Tensor]], obs: torch.Tensor) -> torch.Tensor:
+        return self._mlp(layers, self._features(obs))
 
     def _policy(self, features: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         out = F.linear(features, *self._policy_head)
@@ -259,11 +266,6 @@ class ActorCritic(nn.Module):
         weight, bias = layers[-1]
         return np.matmul(x, weight.T) + bias
 
-    @property
-    def numpy_acting(self) -> bool:
-        """Whether the numpy forward passes apply: float32 parameters on the CPU and no encoder."""
-        return self._numpy_ready
-
     def _numpy_layers(self, actor: bool) -> list[tuple[np.ndarray, np.ndarray]]:
         pairs = [*self._actor_layers, self._policy_head] if actor else [*self._critic_layers, self._value_head]
         key = tuple(weight.data_ptr() for weight, _ in pairs)
@@ -290,12 +292,6 @@ class ActorCritic(nn.Module):
         if self.shared:
             features = self._trunk(self._actor_layers, obs)
             return self._policy(features), F.linear(features, *self._value_head).squeeze(-1)
-        if self.encoder is not None:
-            encoded = self.encoder(obs)
-            actor, critic = encoded, encoded
-            for weight, bias in self._actor_layers:
-                actor = self._activation(F.linear(actor, weight, bias))
-            for weight, bias in self._critic_layers:
-                critic = self._activation(F.linear(critic, weight, bias))
-            return self._policy(actor), F.linear(critic, *self._value_head).squeeze(-1)
-        return self.policy_output(obs), self.value(obs)
+        features = self._features(obs)  # the encoder (or the flattening) once for both MLPs
+        actor, critic = self._mlp(self._actor_layers, features), self._mlp(self._critic_layers, features)
+        return self._policy(actor), F.linear(critic, *self._value_head).squeeze(-1)
