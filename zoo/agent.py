@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,16 +24,26 @@ class Agent:
         >>> obs, reward, terminated, truncated, _ = env.step(agent.predict(obs))
     """
 
-    def __init__(
-        self, policy: Policy, normalize: Callable[[Any], np.ndarray] | None, config: Any = None,
-        native_observation_space: gym.Space | None = None,
-    ) -> None:
+    def __init__(self, policy: Policy, normalize: Callable[[Any], np.ndarray] | None, config: Any = None) -> None:
         self.policy = policy
         self.normalize = normalize
         self.config = config
-        # The env's own observation space where zoo flattened it (Dict, Tuple, Discrete...): predict flattens
-        # such observations the same way, so the env's observations can be passed as they come.
-        self.native_observation_space = native_observation_space
+
+    @functools.cached_property
+    def native_observation_space(self) -> gym.Space | None:
+        """The env's own observation space where zoo flattened it (Dict, Tuple, Discrete...), else None.
+
+        Read from one env built from the run's config the first time it is needed: only ``predict`` on
+        observations that are not already an array asks for it.
+        """
+        from .envs import make_env
+
+        if self.config is None:
+            return None
+        env = make_env(self.config.env.id, **dict(self.config.env.kwargs))
+        native = env.env.observation_space if isinstance(env, gym.wrappers.FlattenObservation) else None
+        env.close()
+        return native
 
     @property
     def observation_space(self) -> gym.Space:
@@ -52,8 +63,8 @@ class Agent:
         are not a Box (Dict, Tuple, Discrete...), pass them as the env gives them (one, or a list of them): they
         are flattened as in training.
         """
-        native = self.native_observation_space
-        if native is not None and not (isinstance(obs, np.ndarray) and obs.dtype != object):
+        native = None if isinstance(obs, np.ndarray) and obs.dtype != object else self.native_observation_space
+        if native is not None:
             if isinstance(obs, list):
                 return self.predict(np.stack([gym.spaces.flatten(native, one) for one in obs]), deterministic)
             obs = gym.spaces.flatten(native, obs)
@@ -76,12 +87,9 @@ def load(run_dir: str | Path, device: str = "cpu", which: str = "last") -> Agent
 
     ``which``: ``last`` (the latest checkpoint) or ``best`` (the best evaluation during training, best_model.pt).
     """
-    from .envs import NormalizeObservation, make_env
+    from .envs import NormalizeObservation
     from .experiment import load_run
 
     cfg, policy, obs_state = load_run(run_dir, device, which)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
-    env = make_env(cfg.env.id, **dict(cfg.env.kwargs))
-    native = env.env.observation_space if isinstance(env, gym.wrappers.FlattenObservation) else None
-    env.close()
-    return Agent(policy, normalize, cfg, native)
+    return Agent(policy, normalize, cfg)
