@@ -183,17 +183,34 @@ def ppo_policy_error(
         >>> loss.policy_loss.backward()
     """
     _check_clip(clip_ratio, dual_clip)
-    logit_new, logit_old, action, adv, weight = _fields(data, 5)
+    policy_loss, entropy_loss, info = _categorical_policy_terms(*_fields(data, 5), clip_ratio, dual_clip, joint=False)
+    return ppo_policy_loss(policy_loss, entropy_loss), info
+
+
+def _categorical_policy_terms(
+    logit_new: torch.Tensor,
+    logit_old: torch.Tensor,
+    action: torch.Tensor,
+    adv: torch.Tensor,
+    weight: torch.Tensor | None,
+    clip_ratio: float,
+    dual_clip: float | None,
+    joint: bool,
+) -> tuple[torch.Tensor, torch.Tensor, ppo_info]:
+    """Policy loss, entropy and info of a categorical policy (``joint=False``: logits ``(..., N)``, one sample per
+    leading index) or of K independent categoricals (``joint=True``: padded logits ``(..., K, N)``, one joint
+    probability per sample), after checking the shapes."""
     _check_logits("logit_new", logit_new, action)
     check_same_shape("logit_old", logit_old, "logit_new", logit_new)
     _check_leading("action", action, logit_new.shape[:-1])
-    _check_leading("adv", adv, logit_new.shape[:-1])
+    _check_leading("adv", adv, logit_new.shape[:-2] if joint else logit_new.shape[:-1])
     weight = _weight_or_ones(weight, "adv", adv)
-    logp_new = categorical_log_prob(logit_new, action)
-    logp_old = categorical_log_prob(logit_old, action)
-    entropy_loss = (entropy(logit_new) * weight).mean()
-    policy_loss, info = _clipped_surrogate(logp_new, logp_old, adv, weight, clip_ratio, dual_clip)
-    return ppo_policy_loss(policy_loss, entropy_loss), info
+    log_prob, entropy_of = (multi_categorical_log_prob, multi_categorical_entropy) if joint else (
+        categorical_log_prob, entropy)
+    entropy_loss = (entropy_of(logit_new) * weight).mean()
+    policy_loss, info = _clipped_surrogate(log_prob(logit_new, action), log_prob(logit_old, action), adv, weight,
+                                           clip_ratio, dual_clip)
+    return policy_loss, entropy_loss, info
 
 
 def ppo_value_error(data: tuple, clip_ratio: float = 0.2, use_value_clip: bool = True) -> torch.Tensor:
@@ -376,15 +393,8 @@ def ppo_error_multi_discrete(
     """
     _check_clip(clip_ratio, dual_clip)
     logit_new, logit_old, action, value_new, value_old, adv, return_, weight = _fields(data, 8)
-    _check_logits("logit_new", logit_new, action)
-    check_same_shape("logit_old", logit_old, "logit_new", logit_new)
-    _check_leading("action", action, logit_new.shape[:-1])
-    _check_leading("adv", adv, logit_new.shape[:-2])
-    weight = _weight_or_ones(weight, "adv", adv)
-    logp_new = multi_categorical_log_prob(logit_new, action)
-    logp_old = multi_categorical_log_prob(logit_old, action)
-    entropy_loss = (multi_categorical_entropy(logit_new) * weight).mean()
-    policy_loss, info = _clipped_surrogate(logp_new, logp_old, adv, weight, clip_ratio, dual_clip)
+    policy_loss, entropy_loss, info = _categorical_policy_terms(logit_new, logit_old, action, adv, weight, clip_ratio,
+                                                                dual_clip, joint=True)
     check_same_shape("value_new", value_new, "adv", adv)
     value_loss = ppo_value_error(ppo_value_data(value_new, value_old, return_, weight), clip_ratio, use_value_clip)
     return ppo_loss(policy_loss, value_loss, entropy_loss), info
