@@ -151,7 +151,8 @@ class EpisodeStats(_NextStepWrapper):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step; where episodes ended, record them and add gymnasium's ``info["episode"]`` and ``info["_episode"]``.
 
-        Written out rather than through the base class's hooks: it runs at every step of every rollout.
+        Written out rather than through the base class's ``_on_step`` hook, so that the ends it records and the
+        ``info`` it extends are handled in one place (no state handed from the hook to ``step``).
         """
         obs, reward, terminated, truncated, info = self.env.step(actions)
         active = ~self._autoreset  # False where this step was an autoreset step (its reward counts nowhere)
