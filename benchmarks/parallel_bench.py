@@ -6,8 +6,10 @@ Overview:
     evaluation and no periodic checkpoints, in one benchmark run (compare ratios within it, never seconds across
     runs). One worker runs in-process on ``parallel_sync``; more are spawned on loopback gloo by ``zoo run``'s
     own launcher. Times are the training loop's (from the first iteration on: process start-up excluded, and
-    shown apart). Prints one row per count and the throughput ratio against the first count, then what the
-    measured per-update costs predict for ``--predict`` workers (default 64 on 8 machines).
+    shown apart). Prints one row per count and the throughput ratio against the first count, the machine's own
+    ceiling for each count up to its cores (N plain CPU-bound Python processes at once against one alone: no
+    communication, so no worker count can scale better), then what the measured per-update costs predict for
+    ``--predict`` workers (default 64 on 8 machines).
 
     python benchmarks/parallel_bench.py --workers 1 2 4 --iterations 30
 
@@ -24,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,6 +62,28 @@ def _measure(config: dict, workers: int, iterations: int, runs_dir: str) -> dict
         "allreduce_ms": sum(allreduce) / len(allreduce) if allreduce else 0.0,
         "iteration_ms": 1000.0 * loop / len(rows), "updates_per_iteration": updates / len(rows),
     }
+
+
+_PYTHON_WORK = "s = 0\nfor i in range(8_000_000):\n    s += i"  # CPU-bound interpreter work, no imports
+
+
+def _corun_ceiling(copies: int, rounds: int = 3) -> float:
+    """How much work ``copies`` CPU-bound Python processes do at once, against one alone (``copies`` = linear).
+
+    No communication at all: what the machine itself allows N workers (cores that share a physical core or its
+    caches slow each other down). Alternating rounds, medians.
+    """
+    def wall(n: int) -> float:
+        start = time.perf_counter()
+        for process in [subprocess.Popen([sys.executable, "-c", _PYTHON_WORK]) for _ in range(n)]:
+            process.wait()
+        return time.perf_counter() - start
+
+    alone, together = [], []
+    for _ in range(rounds):
+        alone.append(wall(1))
+        together.append(wall(copies))
+    return copies * statistics.median(alone) / statistics.median(together)
 
 
 def _measure_impala(config: dict, actors: int, steps: int, runs_dir: str) -> dict[str, float]:
@@ -116,6 +142,9 @@ def main() -> None:
         print(f"{row['workers']:>7} {row['sps']:>12,.0f} {row['sps'] / base['sps']:>6.2f} "
               f"{row['updates_per_s']:>10.1f} {row['allreduce_ms']:>13.3f} {row['iteration_ms']:>13.1f} "
               f"{row['startup_s']:>11.1f}")
+    for workers in sorted({row["workers"] for row in results if 1 < row["workers"] <= (os.cpu_count() or 1)}):
+        print(f"machine ceiling for {workers} workers: {_corun_ceiling(workers):.2f}x ({workers} CPU-bound Python "
+              f"processes at once against one alone, no communication: the most the ratio above can reach here)")
     # A prediction from this machine's numbers: each worker's iteration costs its own compute (what one worker
     # takes) plus one all-reduce per update, whose cost grows like a ring's, ~2 (W - 1) / W of the buffer's
     # transfer plus a latency term per hop; across machines the per-hop latency is the network's.
