@@ -335,6 +335,15 @@ def test_metrics_csv_gains_columns_for_keys_that_appear_later(tmp_path):
     assert len(run.metrics_rows()) == 2
     with open(tmp_path / "metrics.csv", newline="") as stream:
         assert len(list(csv.DictReader(stream))) == 2
+    # The files stay open between rows: a row written after the truncation (which replaced both files) and read
+    # while the run still holds them must be in the new files, whole.
+    run.append_metrics({"iteration": 3, "loss": 0.125})
+    assert [row["iteration"] for row in run.metrics_rows()] == [1, 2, 3]
+    with open(tmp_path / "metrics.csv", newline="") as stream:
+        assert [row["loss"] for row in csv.DictReader(stream)] == ["", "0.5", "0.125"]
+    run.close_metrics()
+    run.append_metrics({"iteration": 4, "loss": 0.0625})  # reopened on demand
+    assert [row["iteration"] for row in RunDirectory(tmp_path).metrics_rows()] == [1, 2, 3, 4]
 
 
 # -- extending a finished run -----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ class A2CPolicy(ActorCriticPolicy):
     """Advantage actor-critic for Discrete, MultiDiscrete, MultiBinary and Box action spaces."""
 
     multi_discrete_actions: ClassVar[bool] = True
+    needs_log_prob: ClassVar[bool] = False  # the loss is -log pi(a|s) * A under the current weights only
 
     default_config: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.common_config,

@@ -107,6 +107,9 @@ class ActorCriticPolicy(Policy):
     # Whether ``learn`` handles MultiDiscrete/MultiBinary actions (padded logits from ``unpack_policy_output`` and
     # ``(B, K)`` actions); a subclass that sets it must use a joint loss such as rl_utils' ppo_error_multi_discrete.
     multi_discrete_actions: ClassVar[bool] = False
+    # Whether ``learn`` reads the behaviour log-probabilities (``log_prob``) that ``process_rollout`` adds (PPO's
+    # ratio does; A2C's loss does not, so it skips that pass).
+    needs_log_prob: ClassVar[bool] = True
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
     common_config: ClassVar[dict[str, Any]] = {
@@ -313,8 +316,8 @@ class ActorCriticPolicy(Policy):
 
     # -- sample processing --------------------------------------------------------------------------------
     def process_rollout(self, rollout: Rollout) -> Rollout:
-        """Adds ``value`` and ``log_prob`` (unless ``collect`` gave them), ``next_value``, ``advantage`` (GAE) and
-        ``returns = advantage + value`` to the extras.
+        """Adds ``value`` and, when ``needs_log_prob``, ``log_prob`` (unless ``collect`` gave them), ``next_value``,
+        ``advantage`` (GAE) and ``returns = advantage + value`` to the extras.
 
         ``next_value[t]`` is the value of the observation after step t: ``value[t + 1]``, or ``V(last_obs)``
         for the last step. With NEXT_STEP autoreset that observation is the final one of an episode that ended
@@ -323,12 +326,15 @@ class ActorCriticPolicy(Policy):
         """
         extras = {}
         value = rollout.extras.get("value")
-        if value is None:  # one batched pass over the rollout (the weights have not changed since collection)
-            value = extras["value"] = self.values_of(rollout.obs)
-        if "log_prob" not in rollout.extras:
+        if value is None:  # one batched pass over the rollout and its last observations (weights unchanged since)
+            both = self.values_of(torch.cat([rollout.obs, rollout.last_obs.unsqueeze(0)]))
+            value = extras["value"] = both[:-1]
+            next_value = both[1:]
+        else:
+            next_value = torch.cat([value[1:], self.values_of(rollout.last_obs).unsqueeze(0)])
+        if self.needs_log_prob and "log_prob" not in rollout.extras:
             with torch.no_grad():
                 extras["log_prob"] = self.log_prob(rollout.extras["policy_output"], rollout.action)
-        next_value = torch.cat([value[1:], self.values_of(rollout.last_obs).unsqueeze(0)])
         invalid = ~rollout.valid
         done = rollout.terminated | invalid
         trace_end = rollout.terminated | rollout.truncated | invalid
