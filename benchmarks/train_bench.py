@@ -6,7 +6,12 @@
   deterministic eval mean at the end.
 
 Usage:
-    python benchmarks/train_bench.py [--algos ppo a2c sac] [--seeds 0 1 2]
+    python benchmarks/train_bench.py [--algos ppo a2c sac] [--seeds 0 1 2] [--whole-process]
+
+With ``--whole-process`` each ppo/a2c run is a fresh process timed from its start to its exit (interpreter,
+imports, set-up, training, saving): zoo as ``python -m zoo run --config configs/ALGO_cartpole.py --seed S``, SB3
+as this script's ``--sb3-child`` (which imports no zoo module). Without it the times are the training loops'
+(zoo's ``wall_time``; SB3's ``learn``), both in this process. The last row of each algorithm sums the seeds.
 
 Stable-Baselines3 is optional (never a zoo dependency): when importable, it trains with the rl-zoo
 hyper-parameters for CartPole-v1 and stops at the same criterion, in the same process, one torch thread each.
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,15 +36,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from zoo.config import load_config_file  # noqa: E402
-from zoo.envs import make_vector_env  # noqa: E402
-from zoo.experiment import resolve_config, train  # noqa: E402
-from zoo.pipelines.serial_onpolicy import SerialOnPolicyPipeline  # noqa: E402
 
 TARGET = 475.0
 
 
 def zoo_time(algo: str, seed: int) -> tuple[float, int, bool]:
+    from zoo.experiment import train
+
     # The config's own budget: its learning-rate schedule anneals over it, so changing it changes the run.
     with tempfile.TemporaryDirectory() as runs:
         summary = train(ROOT / "configs" / f"{algo}_cartpole.py", [f"runs_dir={runs}", f"seed={seed}"])
@@ -83,8 +87,34 @@ def sb3_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
     return time.perf_counter() - start, model.num_timesteps, callback.solved
 
 
+def zoo_process_time(algo: str, seed: int) -> tuple[float, int, bool]:
+    """``python -m zoo run`` in a fresh process, timed from start to exit; its env steps and whether it solved."""
+    with tempfile.TemporaryDirectory() as runs:
+        command = [sys.executable, "-m", "zoo", "run", "--config", str(ROOT / "configs" / f"{algo}_cartpole.py"),
+                   "--seed", str(seed), "-q", "--set", f"runs_dir={runs}"]
+        start = time.perf_counter()
+        subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                       stdout=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - start
+        (metrics,) = Path(runs).glob("*/metrics.jsonl")
+        last = json.loads(metrics.read_text().splitlines()[-1])
+    return elapsed, int(last["env_steps"]), (last["episode_return_mean"] or 0.0) >= TARGET
+
+
+def sb3_process_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
+    """SB3 (``sb3_time``) in a fresh process of this script that imports no zoo module, timed from start to exit."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--sb3-child", algo, str(seed)],
+                          check=True, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    elapsed = time.perf_counter() - start
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return None if result is None else (elapsed, result[1], result[2])
+
+
 def zoo_sac(seed: int) -> tuple[float, float]:
     """Wall-clock of zoo's whole 20k-step SAC-ACE Pendulum run (set-up included) and its final eval mean."""
+    from zoo.experiment import train
+
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as runs:
         summary = train(ROOT / "configs" / "sac_ace_pendulum.py", [f"runs_dir={runs}", f"seed={seed}",
@@ -118,6 +148,11 @@ def collection_vs_raw(algo: str, rounds: int = 15, steps: int = 4096) -> tuple[f
     the raw vector env with the same copies stepped with pre-drawn random actions, in alternating rounds of
     ``steps`` env steps each (a slow spell of the machine weighs on both alike); medians of steps/s.
     Returns ``(zoo_sps, raw_sps, num_envs)``."""
+    from zoo.config import load_config_file
+    from zoo.envs import make_vector_env
+    from zoo.experiment import resolve_config
+    from zoo.pipelines.serial_onpolicy import SerialOnPolicyPipeline
+
     cfg = resolve_config(load_config_file(ROOT / "configs" / f"{algo}_cartpole.py"))
     pipeline = SerialOnPolicyPipeline(cfg)
     num_envs = cfg.pipeline.num_envs
@@ -144,27 +179,44 @@ def collection_vs_raw(algo: str, rounds: int = 15, steps: int = 4096) -> tuple[f
     return float(np.median(zoo_rates)), float(np.median(raw_rates)), num_envs
 
 
+def _row_text(zoo_s: float, zoo_steps: int, zoo_ok: bool, sb3: tuple[float, int, bool] | None) -> str:
+    sb3_text, ratio = f"{'n/a':>8} {'n/a':>10} {'n/a':>8}", "n/a"
+    if sb3 is not None:
+        sb3_s, sb3_steps, sb3_ok = sb3
+        sb3_text = f"{sb3_s:8.1f}{'' if sb3_ok else '*'} {sb3_steps:>10,d} {sb3_steps / sb3_s:8,.0f}"
+        ratio = f"{zoo_s / sb3_s:.2f}"
+    return f"{zoo_s:8.1f}{'' if zoo_ok else '*'} {zoo_steps:>10,d} {zoo_steps / zoo_s:8,.0f} {sb3_text} {ratio:>8}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algos", nargs="+", default=["ppo", "a2c", "sac"], choices=["ppo", "a2c", "sac"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--whole-process", action="store_true", help="time ppo/a2c runs as whole processes")
+    parser.add_argument("--sb3-child", nargs=2, metavar=("ALGO", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.sb3_child:  # one SB3 run for --whole-process: its result as JSON on the last line
+        print(json.dumps(sb3_time(args.sb3_child[0], int(args.sb3_child[1]))))
+        return
+    zoo_run, sb3_run = (zoo_process_time, sb3_process_time) if args.whole_process else (zoo_time, sb3_time)
+    print("times: " + ("whole processes, start to exit" if args.whole_process else "training loops, in-process"))
     print(f"{'algo':<5} {'seed':>4} {'zoo s':>8} {'zoo steps':>10} {'zoo sps':>8} {'sb3 s':>8} {'sb3 steps':>10} "
           f"{'sb3 sps':>8} {'zoo/sb3':>8}")
     on_policy = [algo for algo in args.algos if algo != "sac"]
     for algo in on_policy:
+        totals = [0.0, 0, True, 0.0, 0, True]
         for seed in args.seeds:
-            zoo_s, zoo_steps, zoo_ok = zoo_time(algo, seed)
-            sb3 = sb3_time(algo, seed)
-            sb3_text, ratio = f"{'n/a':>8} {'n/a':>10} {'n/a':>8}", "n/a"
+            zoo_s, zoo_steps, zoo_ok = zoo_run(algo, seed)
+            sb3 = sb3_run(algo, seed)
+            totals[:3] = [totals[0] + zoo_s, totals[1] + zoo_steps, totals[2] and zoo_ok]
+            print(f"{algo:<5} {seed:>4} {_row_text(zoo_s, zoo_steps, zoo_ok, sb3)}")
             if sb3 is not None:
-                sb3_s, sb3_steps, sb3_ok = sb3
-                sb3_text = f"{sb3_s:8.1f}{'' if sb3_ok else '*'} {sb3_steps:>10,d} {sb3_steps / sb3_s:8,.0f}"
-                ratio = f"{zoo_s / sb3_s:.2f}"
-            zoo_text = f"{zoo_s:8.1f}{'' if zoo_ok else '*'} {zoo_steps:>10,d} {zoo_steps / zoo_s:8,.0f}"
-            print(f"{algo:<5} {seed:>4} {zoo_text} {sb3_text} {ratio:>8}")
+                totals[3:] = [totals[3] + sb3[0], totals[4] + sb3[1], totals[5] and sb3[2]]
+        if len(args.seeds) > 1:
+            sb3_total = None if totals[3] == 0.0 else (totals[3], totals[4], totals[5])
+            print(f"{algo:<5} {'all':>4} {_row_text(totals[0], totals[1], totals[2], sb3_total)}")
     print("(* = did not reach the target within the budget)\n")
     if "sac" in args.algos:
         print(f"{'sac 20k Pendulum':<17} {'seed':>4} {'zoo s':>8} {'zoo eval':>9} {'sb3 s':>8} {'sb3 eval':>9} "
