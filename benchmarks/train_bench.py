@@ -93,8 +93,7 @@ def zoo_process_time(algo: str, seed: int) -> tuple[float, int, bool]:
         command = [sys.executable, "-m", "zoo", "run", "--config", str(ROOT / "configs" / f"{algo}_cartpole.py"),
                    "--seed", str(seed), "-q", "--set", f"runs_dir={runs}"]
         start = time.perf_counter()
-        subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)  # OMP_NUM_THREADS: main's
         elapsed = time.perf_counter() - start
         (metrics,) = Path(runs).glob("*/metrics.jsonl")
         last = json.loads(metrics.read_text().splitlines()[-1])
@@ -105,7 +104,7 @@ def sb3_process_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
     """SB3 (``sb3_time``) in a fresh process of this script that imports no zoo module, timed from start to exit."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--sb3-child", algo, str(seed)],
-                          check=True, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          check=True, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return None if result is None else (elapsed, result[1], result[2])
@@ -179,6 +178,11 @@ def collection_vs_raw(algo: str, rounds: int = 15, steps: int = 4096) -> tuple[f
     return float(np.median(zoo_rates)), float(np.median(raw_rates)), num_envs
 
 
+def _summed(runs: list) -> tuple[float, int, bool]:
+    """Seconds and env steps of several runs added up, and whether every one reached the target."""
+    return sum(run[0] for run in runs), sum(run[1] for run in runs), all(run[2] for run in runs)
+
+
 def _row_text(zoo_s: float, zoo_steps: int, zoo_ok: bool, sb3: tuple[float, int, bool] | None) -> str:
     sb3_text, ratio = f"{'n/a':>8} {'n/a':>10} {'n/a':>8}", "n/a"
     if sb3 is not None:
@@ -206,17 +210,14 @@ def main() -> None:
           f"{'sb3 sps':>8} {'zoo/sb3':>8}")
     on_policy = [algo for algo in args.algos if algo != "sac"]
     for algo in on_policy:
-        totals = [0.0, 0, True, 0.0, 0, True]
+        zoo_runs, sb3_runs = [], []
         for seed in args.seeds:
-            zoo_s, zoo_steps, zoo_ok = zoo_run(algo, seed)
-            sb3 = sb3_run(algo, seed)
-            totals[:3] = [totals[0] + zoo_s, totals[1] + zoo_steps, totals[2] and zoo_ok]
-            print(f"{algo:<5} {seed:>4} {_row_text(zoo_s, zoo_steps, zoo_ok, sb3)}")
-            if sb3 is not None:
-                totals[3:] = [totals[3] + sb3[0], totals[4] + sb3[1], totals[5] and sb3[2]]
+            zoo_runs.append(zoo_run(algo, seed))
+            sb3_runs.append(sb3_run(algo, seed))
+            print(f"{algo:<5} {seed:>4} {_row_text(*zoo_runs[-1], sb3_runs[-1])}")
         if len(args.seeds) > 1:
-            sb3_total = None if totals[3] == 0.0 else (totals[3], totals[4], totals[5])
-            print(f"{algo:<5} {'all':>4} {_row_text(totals[0], totals[1], totals[2], sb3_total)}")
+            sb3_total = None if None in sb3_runs else _summed(sb3_runs)
+            print(f"{algo:<5} {'all':>4} {_row_text(*_summed(zoo_runs), sb3_total)}")
     print("(* = did not reach the target within the budget)\n")
     if "sac" in args.algos:
         print(f"{'sac 20k Pendulum':<17} {'seed':>4} {'zoo s':>8} {'zoo eval':>9} {'sb3 s':>8} {'sb3 eval':>9} "
