@@ -181,3 +181,56 @@ def test_a_separately_saved_replay_buffer_resumes_exactly_from_its_own_file(tmp_
     finally:
         PIPELINE_REGISTRY.unregister("test_replaying")
         POLICY_REGISTRY.unregister("test_replaying_a2c")
+
+
+# -- the rollout fast path (Policy.rollout_actor) -----------------------------------------------------------------
+def _collect_twice(policy_type: str, env_id: str):
+    """The same rollouts (env seed, torch seed) through the policy's rollout actor and through ``collect`` per step."""
+    from zoo.registry import POLICY_REGISTRY
+
+    cfg = resolve_config({"env": {"id": env_id}, "policy": {"type": policy_type, "hidden_sizes": [8, 8]}}).policy
+    results = []
+    for fast in (True, False):
+        collector = VectorCollector(env_id, 3, seed=4, vector_mode="sync", max_episode_steps=7)  # autoresets
+        torch.manual_seed(0)
+        policy = POLICY_REGISTRY.get(policy_type)(cfg, collector.observation_space, collector.action_space,
+                                                  torch.device("cpu"))
+        with torch.no_grad():  # outputs far apart, so that the noise's transform decides actions too
+            policy.model.policy_head.weight.mul_(300.0)
+        assert policy.rollout_actor(5, 3) is not None
+        if not fast:
+            policy.rollout_actor = lambda steps, envs: None  # the per-step collect path
+        torch.manual_seed(1)
+        results.append([collector.rollout(policy, 5) for _ in range(3)])
+        collector.close()
+    return results
+
+
+@pytest.mark.parametrize("policy_type, env_id", [("ppo", "CartPole-v1"), ("ppo", "Pendulum-v1"),
+                                                 ("a2c", "Acrobot-v1"), ("impala", "CartPole-v1")])
+def test_the_rollout_actor_gives_the_rollouts_that_collect_gives_step_by_step(policy_type, env_id):
+    fast, slow = _collect_twice(policy_type, env_id)
+    for a, b in zip(fast, slow):
+        for field in ("obs", "action", "reward", "terminated", "truncated", "valid", "last_obs"):
+            assert torch.equal(getattr(a, field), getattr(b, field)), field
+        assert a.extras.keys() == b.extras.keys() == {"policy_output"}
+        assert torch.equal(a.extras["policy_output"], b.extras["policy_output"])
+        assert a.action.dtype == b.action.dtype and a.extras["policy_output"].dtype == torch.float32
+    assert not fast[1].valid.all()  # autoresets inside the rollouts were crossed
+
+
+def test_a_subclass_with_its_own_collect_keeps_the_per_step_path():
+    from zoo.policies import PPOPolicy
+
+    class Marked(PPOPolicy):
+        def collect(self, obs: torch.Tensor) -> CollectOutput:
+            out = super().collect(obs)
+            return CollectOutput(out.action, out.raw_action, {**out.extras, "marker": obs[:, 0] * 2})
+
+    collector = VectorCollector("CartPole-v1", 2, seed=0)
+    cfg = resolve_config({"env": {"id": "CartPole-v1"}, "policy": {"type": "ppo"}}).policy
+    policy = Marked(cfg, collector.observation_space, collector.action_space, torch.device("cpu"))
+    assert policy.rollout_actor(4, 2) is None
+    rollout = collector.rollout(policy, 4)
+    torch.testing.assert_close(rollout.extras["marker"], rollout.obs[..., 0] * 2)
+    collector.close()

@@ -72,7 +72,7 @@ class VectorCollector:
         venv = make_vector_env(env_id, num_envs, seed=seed, mode=vector_mode, env_kwargs=env_kwargs,
                                max_episode_steps=max_episode_steps)
         venv, _ = wrap_vector_env(venv, normalize_obs, normalize_reward, reward_gamma, clip_obs, clip_reward,
-                                  check_finite=env_id)
+                                  check_finite=env_id, episode_info=False)  # nothing here reads the step infos
         self._attach(venv)
         self.obs: np.ndarray | None = None
         self.pending_reset = np.zeros(num_envs, dtype=bool)
@@ -125,7 +125,8 @@ class VectorCollector:
             self.resets += 1
 
     def rollout(self, policy: Policy, steps: int) -> Rollout:
-        """``steps`` steps of every sub-env with ``policy.collect``; the rollout is on ``policy.device``."""
+        """``steps`` steps of every sub-env with ``policy.collect`` (or the policy's ``rollout_actor`` on the CPU,
+        which gives the same rollout in fewer calls); the rollout is on ``policy.device``."""
         self.start()
         obs, pending = self.obs, self.pending_reset
         envs = self.num_envs
@@ -135,23 +136,33 @@ class VectorCollector:
         reward = np.empty((steps, envs), dtype=np.float32)
         terminated = np.empty((steps, envs), dtype=bool)
         truncated = np.empty((steps, envs), dtype=bool)
-        valid = np.empty((steps, envs), dtype=bool)
-        outputs = []
         device = policy.device
         on_cpu = device.type == "cpu"
         step = self.venv.step
-        for t in range(steps):
-            obs_np[t] = obs
-            out = policy.collect(obs_buf[t] if on_cpu else obs_buf[t].to(device))
-            outputs.append(out)
-            obs, reward[t], terminated[t], truncated[t], _ = step(out.action)
-            valid[t] = ~pending
-            pending = terminated[t] | truncated[t]
-        self.obs, self.pending_reset = obs, pending
-        actions = [torch.as_tensor(o.action) if o.raw_action is None else o.raw_action for o in outputs]
-        extras = {name: torch.stack([o.extras[name] for o in outputs]) for name in outputs[0].extras}
+        actor = policy.rollout_actor(steps, envs) if on_cpu else None
+        if actor is not None:
+            act = actor.act
+            for t in range(steps):
+                obs_np[t] = obs
+                obs, reward[t], terminated[t], truncated[t], _ = step(act(t, obs_np[t]))
+            action, extras = actor.finish()
+        else:
+            outputs = []
+            for t in range(steps):
+                obs_np[t] = obs
+                out = policy.collect(obs_buf[t] if on_cpu else obs_buf[t].to(device))
+                outputs.append(out)
+                obs, reward[t], terminated[t], truncated[t], _ = step(out.action)
+            action = torch.stack([torch.as_tensor(o.action) if o.raw_action is None else o.raw_action for o in outputs])
+            extras = {name: torch.stack([o.extras[name] for o in outputs]) for name in outputs[0].extras}
+        # A step is valid unless its sub-env autoreset at it: it ended at the step before (or before this rollout).
+        ended = terminated | truncated
+        valid = np.empty((steps, envs), dtype=bool)
+        valid[0] = ~pending
+        np.logical_not(ended[:-1], out=valid[1:])
+        self.obs, self.pending_reset = obs, ended[-1].copy()
         rollout = Rollout(
-            obs=obs_buf, action=torch.stack(actions), reward=torch.from_numpy(reward),
+            obs=obs_buf, action=action, reward=torch.from_numpy(reward),
             terminated=torch.from_numpy(terminated), truncated=torch.from_numpy(truncated),
             valid=torch.from_numpy(valid), last_obs=_float32(obs), extras=extras,
         )

@@ -7,7 +7,7 @@ Public for plugin authors: ``Policy`` (the contract), ``ActorCriticPolicy`` (the
 from ..data import Rollout, Samples, Transitions, Unroll
 from .a2c import A2CPolicy
 from .actor_critic import ActorCriticPolicy, normalize_advantage
-from .base import CollectOutput, LearnContext, Policy
+from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .dppo import DPPOPolicy
 from .impala import ImpalaPolicy
 from .ppo import PPOPolicy
@@ -23,6 +23,7 @@ __all__ = [
     "PPOPolicy",
     "Policy",
     "Rollout",
+    "RolloutActor",
     "SACACEPolicy",
     "SACPolicy",
     "Samples",

@@ -12,6 +12,10 @@ writes files (the pipeline does). What a pipeline calls, in order:
 3. During collection, ``collect(obs) -> CollectOutput``: a batch of sampled actions for the env, the raw action
    the loss needs, and optional per-step extras (log-prob, value, behaviour-policy outputs), which the collector
    stacks into ``Rollout.extras`` under the same names. ``obs`` is a float32 tensor on ``self.device``.
+   Optionally, ``rollout_actor(steps, num_envs) -> RolloutActor | None``: a fast path for a whole on-policy
+   rollout on the CPU (numpy observations in, env actions out, the raw actions and extras handed over at the
+   end in one piece), which must give what ``collect`` would have given step by step. The default (None) keeps
+   the per-step ``collect`` calls.
 4. On-policy pipelines then call ``process_rollout(rollout) -> Rollout``: the policy's own sample processing
    (GAE for actor-critics, as DI-engine's ``_get_train_sample``). The default returns the rollout unchanged.
 5. ``learn(batch, ctx) -> dict[str, float]``: learning from a batch (a ``Rollout`` on ``self.device`` for
@@ -38,7 +42,7 @@ not change, such as the network's sizes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -61,6 +65,23 @@ class CollectOutput:
     action: np.ndarray
     raw_action: torch.Tensor | None = None
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class RolloutActor(Protocol):
+    """Acts for one on-policy rollout of ``steps`` x ``num_envs`` in numpy; from ``Policy.rollout_actor``.
+
+    The collector calls ``act(t, obs)`` for t = 0 .. steps - 1 (``obs``: float32 ``(num_envs, *obs_shape)``, a view
+    the actor may read but not keep) and sends the returned env actions to the env; then ``finish()`` once, for the
+    raw actions ``(steps, num_envs, ...)`` and the extras (each ``(steps, num_envs, ...)``), as tensors on the CPU.
+    """
+
+    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
+        """The env actions for step ``t`` of the rollout."""
+        ...
+
+    def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The raw actions and the extras of the whole rollout."""
+        ...
 
 
 class LearnContext:
@@ -144,6 +165,16 @@ class Policy:
     def collect(self, obs: torch.Tensor) -> CollectOutput:
         """Sample actions for a batch of observations (no gradient)."""
         raise NotImplementedError
+
+    def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor | None:
+        """A ``RolloutActor`` for a rollout of ``steps`` x ``num_envs`` on the CPU, or None (the default): the
+        collector then calls ``collect`` every step.
+
+        An optional speed-up for small models, where per-step tensor calls cost more than the arithmetic. What it
+        gives must equal ``collect``'s output step by step for the same torch RNG state (same actions, same
+        extras); the weights do not change during a rollout.
+        """
+        return None
 
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
         """Deterministic actions for a batch of observations (no gradient)."""

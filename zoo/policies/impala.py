@@ -17,8 +17,8 @@ import torch
 
 from ..data import Rollout, Unroll
 from ..rl_utils import vtrace_data, vtrace_error_continuous_action, vtrace_error_discrete_action
-from .actor_critic import ActorCriticPolicy
-from .base import CollectOutput, LearnContext
+from .actor_critic import ActorCriticPolicy, NumpyRolloutActor
+from .base import CollectOutput, LearnContext, RolloutActor
 
 
 class ImpalaPolicy(ActorCriticPolicy):
@@ -74,6 +74,13 @@ class ImpalaPolicy(ActorCriticPolicy):
             action = output["mu"] + output["sigma"] * torch.randn_like(output["mu"])
             packed = torch.cat([output["mu"], output["sigma"]], -1)
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
+
+    def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor | None:
+        """Discrete actions on a small CPU model: ``NumpyRolloutActor``, whose sampling is this ``collect``'s."""
+        usable = self.discrete and self._numpy_ok and self.model.numpy_acting
+        if not usable or type(self).collect is not ImpalaPolicy.collect:
+            return None
+        return NumpyRolloutActor(self, steps, num_envs)
 
     @torch.no_grad()
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:

@@ -4,7 +4,9 @@ MultiBinary and Box actions."""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -259,12 +261,22 @@ class ActorCritic(nn.Module):
         """State values ``(...)`` computed in numpy (see ``numpy_policy_output``)."""
         return self._numpy_mlp(self._numpy_layers(actor=False), obs)[..., 0]
 
+    def numpy_policy_function(self) -> Callable[[np.ndarray], np.ndarray]:
+        """``numpy_policy_output`` bound to the current weights, for many calls while they stay put (a rollout):
+        the same numbers without the per-call check that the weights have not moved."""
+        return functools.partial(self._numpy_mlp, self._numpy_layers(actor=True))
+
     def _numpy_mlp(self, layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
         x = obs if self._obs_ndim == 1 else obs.reshape(*obs.shape[: obs.ndim - self._obs_ndim], -1)
+        activation = self._np_activation
         for weight, bias in layers[:-1]:
-            x = self._np_activation(np.matmul(x, weight.T) + bias)
+            x = np.matmul(x, weight.T)
+            x += bias
+            x = activation(x)
         weight, bias = layers[-1]
-        return np.matmul(x, weight.T) + bias
+        x = np.matmul(x, weight.T)
+        x += bias
+        return x
 
     def _numpy_layers(self, actor: bool) -> list[tuple[np.ndarray, np.ndarray]]:
         pairs = [*self._actor_layers, self._policy_head] if actor else [*self._critic_layers, self._value_head]
@@ -295,3 +307,4 @@ class ActorCritic(nn.Module):
         features = self._features(obs)  # the encoder (or the flattening) once for both MLPs
         actor, critic = self._mlp(self._actor_layers, features), self._mlp(self._critic_layers, features)
         return self._policy(actor), F.linear(critic, *self._value_head).squeeze(-1)
+
