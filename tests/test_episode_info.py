@@ -35,3 +35,53 @@ def test_episode_info_matches_gymnasiums_record_episode_statistics(mode):
             assert np.all(info_ours["episode"]["t"][~info_ours["_episode"]] == 0.0)
     assert ended > 20 and ours.episodes == ended
     assert [r for r, _ in list(ours.recent)[-5:]] == list(theirs.return_queue)[-5:]
+
+
+def test_without_episode_info_the_steps_carry_no_episode_key_but_episodes_are_recorded():
+    venv = EpisodeStats(make_vector_env("CartPole-v1", 2, seed=0, max_episode_steps=3), episode_info=False)
+    venv.reset()
+    infos = [venv.step(np.ones(2, dtype=np.int64))[-1] for _ in range(8)]
+    assert not any("episode" in info for info in infos)
+    assert venv.pop_finished() == [(3.0, 3)] * 4
+
+
+class _RandomEnds(gym.Env):
+    """Float rewards that do not add up exactly, and terminations at random steps: what record_steps must sum
+    in step()'s order."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        reward = float(self.np_random.normal()) * 0.1 + 1.0 / 3.0
+        return np.zeros(1, np.float32), reward, bool(self.np_random.random() < 0.2), False, {}
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 9])
+def test_record_steps_equals_the_bookkeeping_of_step_by_step(chunk):
+    def make():
+        env = gym.vector.SyncVectorEnv([lambda: gym.wrappers.TimeLimit(_RandomEnds(), 6)] * 3,
+                                       autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+        return EpisodeStats(env, episode_info=False)
+
+    stepped, recorded = make(), make()
+    stepped.reset(seed=5)
+    recorded.reset(seed=5)
+    actions = np.zeros(3, dtype=np.int64)
+    for _ in range(40 // chunk):
+        rows = [recorded.env.step(actions)[1:4] for _ in range(chunk)]  # past the wrapper, as a collector does
+        reward, terminated, truncated = (np.stack(column) for column in zip(*rows))
+        recorded.record_steps(reward, terminated, truncated)
+        for _ in range(chunk):
+            stepped.step(actions)
+        assert recorded.pop_finished() == stepped.pop_finished()  # equal floats: summed in the same order
+        np.testing.assert_array_equal(recorded._returns, stepped._returns)
+        np.testing.assert_array_equal(recorded._lengths, stepped._lengths)
+        np.testing.assert_array_equal(recorded._autoreset, stepped._autoreset)
+    assert recorded.episodes == stepped.episodes > 10
+    with pytest.raises(RuntimeError, match="episode_info=False"):
+        EpisodeStats(make().env).record_steps(reward, terminated, truncated)

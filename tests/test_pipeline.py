@@ -6,11 +6,13 @@ stored as replay transitions; terminated and truncated stay apart.
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from zoo.data import ReplayBuffer, Rollout, Transitions
+from zoo.errors import NonFiniteError
 from zoo.experiment import resolve_config
 from zoo.pipelines import SerialOnPolicyPipeline, VectorCollector
 from zoo.policies import CollectOutput, Policy
@@ -195,8 +197,11 @@ def _collect_twice(policy_type: str, env_id: str):
         torch.manual_seed(0)
         policy = POLICY_REGISTRY.get(policy_type)(cfg, collector.observation_space, collector.action_space,
                                                   torch.device("cpu"))
-        with torch.no_grad():  # outputs far apart, so that the noise's transform decides actions too
+        with torch.no_grad():  # outputs far apart, so that the noise's transform decides actions too; biases set
             policy.model.policy_head.weight.mul_(300.0)
+            for name, parameter in policy.model.named_parameters():
+                if name.endswith("bias"):
+                    parameter.uniform_(-0.5, 0.5)
         assert policy.rollout_actor(5, 3) is not None
         if not fast:
             policy.rollout_actor = lambda steps, envs: None  # the per-step collect path
@@ -210,13 +215,36 @@ def _collect_twice(policy_type: str, env_id: str):
                                                  ("a2c", "Acrobot-v1"), ("impala", "CartPole-v1")])
 def test_the_rollout_actor_gives_the_rollouts_that_collect_gives_step_by_step(policy_type, env_id):
     fast, slow = _collect_twice(policy_type, env_id)
-    for a, b in zip(fast, slow):
-        for field in ("obs", "action", "reward", "terminated", "truncated", "valid", "last_obs"):
+    for a, b in zip(fast, slow):  # up to the float rounding of the folded biases
+        for field in ("terminated", "truncated", "valid"):
             assert torch.equal(getattr(a, field), getattr(b, field)), field
+        for field in ("obs", "reward", "last_obs"):
+            torch.testing.assert_close(getattr(a, field), getattr(b, field), rtol=1e-5, atol=1e-5)
         assert a.extras.keys() == b.extras.keys() == {"policy_output"}
-        assert torch.equal(a.extras["policy_output"], b.extras["policy_output"])
+        torch.testing.assert_close(a.extras["policy_output"], b.extras["policy_output"], rtol=1e-5, atol=1e-4)
         assert a.action.dtype == b.action.dtype and a.extras["policy_output"].dtype == torch.float32
+        if env_id == "Pendulum-v1":
+            torch.testing.assert_close(a.action, b.action, rtol=1e-5, atol=1e-4)
+        else:  # the same noise: the same actions
+            assert torch.equal(a.action, b.action)
     assert not fast[1].valid.all()  # autoresets inside the rollouts were crossed
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
+def test_the_folded_numpy_forward_equals_the_torch_forward(activation):
+    from zoo.policies.networks import ActorCritic
+
+    obs_space = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)  # flattened on the way in
+    model = ActorCritic(obs_space, gym.spaces.Discrete(4), [5, 7], activation)
+    with torch.no_grad():  # biases start at 0: give them values
+        for name, parameter in model.named_parameters():
+            if name.endswith("bias"):
+                parameter.uniform_(-1.0, 1.0)
+    obs = torch.randn(6, 2, 3)
+    out = np.empty((6, 4), dtype=np.float32)
+    returned = model.numpy_policy_function(6)(obs.numpy(), out)
+    assert returned is out
+    torch.testing.assert_close(torch.from_numpy(out), model.policy_output(obs).detach(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_subclass_with_its_own_collect_keeps_the_per_step_path():
@@ -233,4 +261,76 @@ def test_a_subclass_with_its_own_collect_keeps_the_per_step_path():
     assert policy.rollout_actor(4, 2) is None
     rollout = collector.rollout(policy, 4)
     torch.testing.assert_close(rollout.extras["marker"], rollout.obs[..., 0] * 2)
+    collector.close()
+
+
+def test_stepping_past_the_wrappers_gives_the_rollouts_and_episodes_of_stepping_through_them():
+    from zoo.policies import PPOPolicy
+
+    cfg = resolve_config({"env": {"id": "CartPole-v1"}, "policy": {"type": "ppo"}}).policy
+    runs = []
+    for direct in (True, False):
+        collector = VectorCollector("CartPole-v1", 3, seed=2, max_episode_steps=9)
+        assert collector._direct is not None  # no normalisers, float32 observations
+        if not direct:
+            collector._direct = None
+        torch.manual_seed(0)
+        policy = PPOPolicy(cfg, collector.observation_space, collector.action_space, torch.device("cpu"))
+        rollouts = [collector.rollout(policy, 7) for _ in range(4)]
+        runs.append((rollouts, collector.pop_finished(), collector.stats._returns.copy(), collector.pending_reset))
+        collector.close()
+    (fast, fast_eps, fast_returns, fast_pending), (slow, slow_eps, slow_returns, slow_pending) = runs
+    for a, b in zip(fast, slow):
+        for field in ("obs", "action", "reward", "terminated", "truncated", "valid", "last_obs"):
+            assert torch.equal(getattr(a, field), getattr(b, field)), field
+    assert fast_eps == slow_eps and len(fast_eps) >= 6
+    np.testing.assert_array_equal(fast_returns, slow_returns)
+    np.testing.assert_array_equal(fast_pending, slow_pending)
+    normalised = VectorCollector("CartPole-v1", 3, seed=2, normalize_obs=True)
+    assert normalised._direct is None  # the normalisers work step by step
+    normalised.close()
+
+
+class _NanAt(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int = 0):
+        self.index, self.steps = index, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        bad = self.index == 1 and self.steps == 3
+        obs = np.array([np.nan if bad and self.kind == "obs" else 0.0, 0.0], np.float32)
+        return obs, float("nan") if bad and self.kind == "reward" else 1.0, False, False, {}
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["past-wrappers", "through-wrappers"])
+@pytest.mark.parametrize("kind", ["reward", "obs"])
+def test_a_non_finite_value_in_a_rollout_names_the_env_and_sub_env(kind, direct):
+    from zoo.envs.wrappers import CheckFinite, EpisodeStats
+    from zoo.policies import PPOPolicy
+
+    def make(i):
+        env = _NanAt(i)
+        env.kind = kind
+        return env
+
+    collector = VectorCollector("CartPole-v1", 3, seed=0)
+    venv = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(3)],
+                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+    collector._attach(EpisodeStats(CheckFinite(venv, "nan_at"), episode_info=False))
+    assert collector._direct is not None
+    if not direct:
+        collector._direct = None
+    cfg = resolve_config({"env": {"id": "CartPole-v1"}, "policy": {"type": "ppo"}}).policy
+    policy = PPOPolicy(cfg, venv.single_observation_space, venv.single_action_space, torch.device("cpu"))
+    what = "reward" if kind == "reward" else "observation"
+    with pytest.raises(NonFiniteError, match=rf"env 'nan_at' returned a non-finite {what} \(sub-envs \[1\]\)"):
+        collector.rollout(policy, 5)
+    assert collector.pop_finished() == []
     collector.close()

@@ -95,11 +95,25 @@ class CheckFinite(gym.vector.VectorWrapper):
 
     def _check(self, obs: Any, reward: Any = None) -> None:
         if reward is not None and not np.isfinite(reward).all():
-            envs = np.flatnonzero(~np.isfinite(reward)).tolist()
-            raise NonFiniteError(f"env '{self.name}' returned a non-finite reward (sub-envs {envs})")
+            self._raise("reward", reward)
         if self._float_obs and not np.isfinite(obs).all():
-            envs = np.flatnonzero(~np.isfinite(np.asarray(obs).reshape(self.num_envs, -1)).all(axis=1)).tolist()
-            raise NonFiniteError(f"env '{self.name}' returned a non-finite observation (sub-envs {envs})")
+            self._raise("observation", obs)
+
+    def _raise(self, what: str, values: Any) -> None:
+        """``values``: ``([T,] num_envs, ...)``; names the sub-envs with a non-finite value at any step."""
+        values = np.asarray(values)
+        size = 1 if what == "reward" else int(np.prod(self.single_observation_space.shape, dtype=np.int64))
+        envs = np.flatnonzero(~np.isfinite(values.reshape(-1, self.num_envs, size)).all(axis=(0, 2))).tolist()
+        raise NonFiniteError(f"env '{self.name}' returned a non-finite {what} (sub-envs {envs})")
+
+    def check_steps(self, obs: np.ndarray, reward: np.ndarray) -> None:
+        """What ``step`` checks, for many steps at once: ``obs`` ``(T, num_envs, *obs_shape)`` and ``reward``
+        ``(T, num_envs)`` returned by the wrapped env to a caller that stepped it directly (a collector's rollout:
+        one check per rollout instead of two per step)."""
+        if not np.isfinite(reward).all():
+            self._raise("reward", reward)
+        if self._float_obs and not np.isfinite(obs).all():
+            self._raise("observation", obs)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset and check the observations."""
@@ -183,6 +197,34 @@ class EpisodeStats(_NextStepWrapper):
         self._lengths[done] = 0
         self._starts[done] = now  # the next episode starts at the autoreset step
         return info
+
+    def record_steps(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """The bookkeeping of ``T`` steps of the wrapped env taken past this wrapper, arrays ``(T, num_envs)`` in
+        step order: exactly what ``T`` calls of ``step`` record (returns summed in the same order), except that the
+        step infos are not built (only for ``episode_info=False``). A collector that steps the inner env itself
+        for a whole rollout calls it once, instead of a wrapper call per step."""
+        if self.episode_info:
+            raise RuntimeError("record_steps builds no step infos: use it with episode_info=False")
+        if len(terminated) == 0:
+            return
+        done = terminated | truncated
+        active = np.empty_like(done)
+        active[0] = ~self._autoreset
+        np.logical_not(done[:-1], out=active[1:])
+        masked = np.where(active, reward, 0)  # an autoreset step's reward counts nowhere (x + 0 == x)
+        ended = done & active
+        start = 0
+        for t in np.flatnonzero(done.any(axis=1)).tolist():  # the steps where some sub-env's episode ended
+            self._accumulate(masked[start : t + 1], active[start : t + 1])
+            self._record_ends(ended[t], done[t], {})
+            start = t + 1
+        self._accumulate(masked[start:], active[start:])
+        self._autoreset = done[-1].copy()
+
+    def _accumulate(self, rewards: np.ndarray, active: np.ndarray) -> None:
+        for row in rewards:  # one step at a time: the sums round as ``step``'s do
+            self._returns += row
+        self._lengths += active.sum(axis=0)
 
     def mean_return(self) -> float | None:
         """Mean return of the last ``window`` episodes, or None when none has finished."""

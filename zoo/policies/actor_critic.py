@@ -404,47 +404,47 @@ class ActorCriticPolicy(Policy):
 
 
 class NumpyRolloutActor:
-    """``ActorCriticPolicy.collect``'s numpy path for a whole rollout, with the per-step work cut to the actor's
-    forward pass and the sampling: the actor's layers are fetched once, the outputs and raw actions go straight
-    into the rollout's arrays, and a discrete policy draws the Gumbel noise of every step at once (torch's
-    generator fills exponential draws in order, so one ``(steps, B, N)`` draw equals ``steps`` draws of ``(B, N)``:
-    the actions are those of ``collect`` step by step; tested). Gaussian noise is drawn per step, as ``collect``
-    draws it (torch's normal sampler fills a large tensor in another order than several small ones).
+    """``ActorCriticPolicy.collect``'s numpy path for a whole rollout, with the per-step work cut to one forward pass
+    and the sampling: the actor's weights are copied once, with the biases folded in (``FoldedNumpyMLP``), the
+    outputs and raw actions go straight into the rollout's arrays, and a discrete policy draws the Gumbel noise of
+    every step at once (torch's generator fills exponential draws in order, so one ``(steps, B, N)`` draw equals
+    ``steps`` draws of ``(B, N)``). Gaussian noise is drawn per step, as ``collect`` draws it (torch's normal
+    sampler fills a large tensor in another order than several small ones). So the rollout is ``collect``'s step
+    by step, up to the float rounding of the folded biases (tested).
 
-    (Tried: the critic beside the actor in one folded, block-diagonal forward, to get the values during
-    collection: no faster end to end on CartPole than valuing the rollout in one pass afterwards.)
+    (Tried: the critic beside the actor in one block-diagonal forward, to get the values during collection: no
+    faster end to end on CartPole than valuing the rollout in one pass afterwards.)
     """
 
     def __init__(self, policy: ActorCriticPolicy, steps: int, num_envs: int) -> None:
         model = policy.model
-        self._forward = model.numpy_policy_function()
+        self._forward = model.numpy_policy_function(num_envs)
         self._to_env = policy._to_env
         self.discrete = policy.discrete
-        width = self._width = model.policy_head.out_features
+        width = self._forward.width
+        self._output = np.empty((steps, num_envs, width), dtype=np.float32)  # logits, or Gaussian means
         if self.discrete:
             self._noise = torch.empty((steps, num_envs, width)).exponential_().numpy()
             np.log(self._noise, out=self._noise)  # log of the exponential draws; the sample is argmax(out - this)
-            self._output = np.empty((steps, num_envs, width), dtype=np.float32)
             self._action = np.empty((steps, num_envs), dtype=np.int64)
         else:
             self._sigma = np.exp(model.log_std.detach().numpy())
-            self._output = np.empty((steps, num_envs, 2 * width), dtype=np.float32)
-            self._output[..., width:] = self._sigma
             self._action = np.empty((steps, num_envs, width), dtype=np.float32)
 
     def act(self, t: int, obs: np.ndarray) -> np.ndarray:
         """Sample step ``t``'s actions for ``obs``; returns what the env receives."""
-        out = self._forward(obs)
+        out = self._forward(obs, self._output[t])
         action = self._action[t]
         if self.discrete:
-            self._output[t] = out
             np.argmax(out - self._noise[t], axis=-1, out=action)
         else:
-            self._output[t, :, : self._width] = out
             np.add(out, self._sigma * torch.randn(out.shape).numpy(), out=action)
         return self._to_env(action)
 
     def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The raw actions ``(steps, B[, D])`` and ``{'policy_output': (steps, B, width)}`` (logits, or mu and
         sigma side by side)."""
-        return torch.from_numpy(self._action), {"policy_output": torch.from_numpy(self._output)}
+        output = self._output
+        if not self.discrete:
+            output = np.concatenate([output, np.broadcast_to(self._sigma, output.shape)], axis=-1)
+        return torch.from_numpy(self._action), {"policy_output": torch.from_numpy(output)}
