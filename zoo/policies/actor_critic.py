@@ -94,6 +94,18 @@ def normalize_with(advantage: torch.Tensor, moments: tuple[torch.Tensor, torch.T
     return (advantage - mean) / (std + 1e-8)
 
 
+def _gae_flags(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE's ``done`` (terminated, or an autoreset step: no bootstrap) and ``traj_flag`` (any episode end or
+    autoreset step: the trace ends) of a rollout; in numpy on the CPU (a fifth of torch's per-call cost)."""
+    if rollout.valid.device.type == "cpu":
+        invalid = ~rollout.valid.numpy()
+        done = rollout.terminated.numpy() | invalid
+        return torch.from_numpy(done), torch.from_numpy(done | rollout.truncated.numpy())
+    invalid = ~rollout.valid
+    done = rollout.terminated | invalid
+    return done, done | rollout.truncated
+
+
 class ActorCriticPolicy(Policy):
     """Base of on-policy actor-critic policies for Box observations (vectors or images) and Discrete or 1-D Box
     actions; MultiDiscrete and MultiBinary actions too for subclasses that set ``multi_discrete_actions``.
@@ -342,9 +354,7 @@ class ActorCriticPolicy(Policy):
         if self.needs_log_prob and "log_prob" not in rollout.extras:
             with torch.no_grad():
                 extras["log_prob"] = self.log_prob(rollout.extras["policy_output"], rollout.action)
-        invalid = ~rollout.valid
-        done = rollout.terminated | invalid
-        trace_end = rollout.terminated | rollout.truncated | invalid
+        done, trace_end = _gae_flags(rollout)
         advantage = gae(gae_data(value, next_value, rollout.reward, done, trace_end), self.cfg.gamma,
                         self.cfg.gae_lambda)
         return rollout.with_extras(**extras, next_value=next_value, advantage=advantage, returns=advantage + value)

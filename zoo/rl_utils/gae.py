@@ -23,6 +23,11 @@ def _as_float_flag(flag: torch.Tensor | None, like: torch.Tensor) -> torch.Tenso
     return torch.zeros_like(like) if flag is None else flag.to(like.dtype)
 
 
+def _numpy_flag(flag: torch.Tensor, dtype: np.dtype) -> np.ndarray | None:
+    # A flag as 0/1 floats for the CPU path (numpy converts bools at a fraction of torch's per-call cost).
+    return None if flag is None else flag.detach().numpy().astype(dtype)
+
+
 def _inner_shape(value: torch.Tensor, next_value: torch.Tensor, reward: torch.Tensor) -> tuple[int, ...]:
     """Check the shapes DI-engine accepts; return the shape ``value`` is solved in: ``(T, N)`` when ``reward`` has
     the shape of ``value``, ``(T, N, A)`` when ``value`` has one more (last) dimension, A agents sharing a reward
@@ -120,8 +125,8 @@ def _gae_cpu(
     ``traj_flag is done`` when the caller passed no traj_flag."""
     dtype = compute_dtype(value.dtype)
     v, nv, r = (numpy_view(x, dtype) for x in (value, next_value, reward))
-    d = None if done is None else numpy_view(_as_float_flag(done, reward), dtype)
-    f = d if traj_flag is done else numpy_view(_as_float_flag(traj_flag, reward), dtype)
+    d = None if done is None else _numpy_flag(done, v.dtype)
+    f = d if traj_flag is done else _numpy_flag(traj_flag, v.dtype)
     adv = fused_gae(v, nv, r, d, f, gamma, lambda_)
     if adv is None:
         if value.dim() == 3:  # several agents share one reward and one set of flags
