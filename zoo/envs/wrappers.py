@@ -106,14 +106,16 @@ class CheckFinite(gym.vector.VectorWrapper):
         envs = np.flatnonzero(~np.isfinite(values.reshape(-1, self.num_envs, size)).all(axis=(0, 2))).tolist()
         raise NonFiniteError(f"env '{self.name}' returned a non-finite {what} (sub-envs {envs})")
 
-    def check_steps(self, obs: np.ndarray, reward: np.ndarray) -> None:
+    def check_steps(self, obs: np.ndarray, reward: np.ndarray, last_obs: Any = None) -> None:
         """What ``step`` checks, for many steps at once: ``obs`` ``(T, num_envs, *obs_shape)`` and ``reward``
         ``(T, num_envs)`` returned by the wrapped env to a caller that stepped it directly (a collector's rollout:
-        one check per rollout instead of two per step)."""
+        one check per rollout instead of two per step), and optionally one more observation batch."""
         if not np.isfinite(reward).all():
             self._raise("reward", reward)
-        if self._float_obs and not np.isfinite(obs).all():
-            self._raise("observation", obs)
+        if self._float_obs:
+            for batch in (obs, last_obs):
+                if batch is not None and not np.isfinite(batch).all():
+                    self._raise("observation", batch)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset and check the observations."""
@@ -212,19 +214,23 @@ class EpisodeStats(_NextStepWrapper):
         active[0] = ~self._autoreset
         np.logical_not(done[:-1], out=active[1:])
         masked = np.where(active, reward, 0)  # an autoreset step's reward counts nowhere (x + 0 == x)
-        ended = done & active
-        start = 0
-        for t in np.flatnonzero(done.any(axis=1)).tolist():  # the steps where some sub-env's episode ended
-            self._accumulate(masked[start : t + 1], active[start : t + 1])
-            self._record_ends(ended[t], done[t], {})
-            start = t + 1
-        self._accumulate(masked[start:], active[start:])
+        # Lengths are integers: counted for the whole rollout at once, from cumulative sums of the active steps.
+        counts = np.cumsum(active, axis=0)
+        returns, ends = self._returns, []
+        for t, (row, any_done) in enumerate(zip(masked, done.any(axis=1).tolist())):
+            returns += row  # one step at a time: the sums round as ``step``'s do
+            if any_done:
+                ended = done[t] & active[t]
+                ends.append((returns[ended], self._lengths[ended] + counts[t][ended]))
+                returns[done[t]] = 0.0
+                self._lengths[done[t]] = -counts[t][done[t]]  # so that + counts[later t] is the new episode's length
+        finished = [pair for rets, lens in ends for pair in zip(rets.tolist(), lens.tolist())]
+        self._lengths += counts[-1]
+        self.recent.extend(finished)
+        self._finished.extend(finished)
+        self.episodes += len(finished)
+        self._starts[done.any(axis=0)] = time.perf_counter()
         self._autoreset = done[-1].copy()
-
-    def _accumulate(self, rewards: np.ndarray, active: np.ndarray) -> None:
-        for row in rewards:  # one step at a time: the sums round as ``step``'s do
-            self._returns += row
-        self._lengths += active.sum(axis=0)
 
     def mean_return(self) -> float | None:
         """Mean return of the last ``window`` episodes, or None when none has finished."""

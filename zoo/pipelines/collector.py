@@ -112,7 +112,10 @@ class VectorCollector:
             check = inner if isinstance(inner, CheckFinite) else None
             dtype = np.dtype(venv.single_observation_space.dtype or np.float32)
             if dtype == np.float32 or not np.issubdtype(dtype, np.floating):
-                self._direct = (inner if check is None else check.env, check)
+                inner = inner if check is None else check.env
+                while isinstance(inner, gym.vector.VectorWrapper) and type(inner).step is gym.vector.VectorWrapper.step:
+                    inner = inner.env  # a wrapper whose step only passes the call on (e.g. the first-reset seeding)
+                self._direct = (inner, check)
 
     @property
     def observation_space(self) -> gym.Space:
@@ -168,7 +171,7 @@ class VectorCollector:
             extras = {name: torch.stack([o.extras[name] for o in outputs]) for name in outputs[0].extras}
         if direct is not None:  # what the skipped wrappers do per step, for the whole rollout
             if direct[1] is not None:
-                direct[1].check_steps(np.concatenate([obs_np[1:], _float32(obs)[None].numpy()]), reward)
+                direct[1].check_steps(obs_np, reward, obs)  # obs_np[0] was checked before: no matter
             self.stats.record_steps(reward, terminated, truncated)
         # A step is valid unless its sub-env autoreset at it: it ended at the step before (or before this rollout).
         ended = terminated | truncated
@@ -181,7 +184,7 @@ class VectorCollector:
             terminated=torch.from_numpy(terminated), truncated=torch.from_numpy(truncated),
             valid=torch.from_numpy(valid), last_obs=_float32(obs), extras=extras,
         )
-        return rollout.to(device)
+        return rollout if on_cpu else rollout.to(device)
 
     def transitions(self, policy: Policy | None, steps: int) -> Transitions:
         """``steps`` steps of every sub-env as replay transitions; autoreset steps are not included.

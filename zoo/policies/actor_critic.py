@@ -307,6 +307,16 @@ class ActorCriticPolicy(Policy):
             return self.model.value(flat).reshape(leading)
         return torch.cat([self.model.value(part) for part in flat.split(chunk)]).reshape(leading)
 
+    def _rollout_values(self, rollout: Rollout) -> torch.Tensor:
+        """``V`` of the rollout's observations and its last ones, ``(T + 1, B)``."""
+        if not self._numpy_acting(rollout.obs):
+            return self.values_of(torch.cat([rollout.obs, rollout.last_obs.unsqueeze(0)]))
+        steps, envs = rollout.reward.shape
+        critic = self.model.numpy_value_function((steps + 1) * envs)
+        critic.input[: steps * envs] = rollout.obs.numpy().reshape(steps * envs, -1)  # filled in place: no cat
+        critic.input[steps * envs :] = rollout.last_obs.numpy().reshape(envs, -1)
+        return torch.from_numpy(critic.run().reshape(steps + 1, envs))
+
     def unpack_policy_output(self, packed: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """Inverse of the packing in ``collect``: logits (padded ``(..., K, N)`` for MultiDiscrete/MultiBinary), or
         ``{'mu', 'sigma'}``."""
@@ -346,7 +356,7 @@ class ActorCriticPolicy(Policy):
         extras = {}
         value = rollout.extras.get("value")
         if value is None:  # one batched pass over the rollout and its last observations (weights unchanged since)
-            both = self.values_of(torch.cat([rollout.obs, rollout.last_obs.unsqueeze(0)]))
+            both = self._rollout_values(rollout)
             value = extras["value"] = both[:-1]
             next_value = both[1:]
         else:
@@ -446,7 +456,7 @@ class NumpyRolloutActor:
         out = self._forward(obs, self._output[t])
         action = self._action[t]
         if self.discrete:
-            np.argmax(out - self._noise[t], axis=-1, out=action)
+            (out - self._noise[t]).argmax(axis=-1, out=action)
         else:
             np.add(out, self._sigma * torch.randn(out.shape).numpy(), out=action)
         return self._to_env(action)

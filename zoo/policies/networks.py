@@ -266,6 +266,12 @@ class ActorCritic(nn.Module):
         pairs = [(w.detach().numpy(), b.detach().numpy()) for w, b in [*self._actor_layers, self._policy_head]]
         return FoldedNumpyMLP(pairs, self._activation_name, batch)
 
+    def numpy_value_function(self, batch: int) -> FoldedNumpyMLP:
+        """The critic's numpy forward (output ``(batch, 1)``) with copies of the current weights: for valuing a
+        whole rollout at once (a third fewer numpy calls than ``numpy_value``: worth its copies at that size)."""
+        pairs = [(w.detach().numpy(), b.detach().numpy()) for w, b in [*self._critic_layers, self._value_head]]
+        return FoldedNumpyMLP(pairs, self._activation_name, batch)
+
     def _numpy_mlp(self, layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
         x = obs if self._obs_ndim == 1 else obs.reshape(*obs.shape[: obs.ndim - self._obs_ndim], -1)
         activation = self._np_activation
@@ -310,10 +316,12 @@ class ActorCritic(nn.Module):
 
 
 
-_NUMPY_INTO = {
-    "tanh": lambda z, out: np.tanh(z, out=out),
-    "relu": lambda z, out: np.maximum(z, 0.0, out=out),
-    "elu": lambda z, out: np.copyto(out, _np_elu(z)),
+# Activations written into a given array: a ufunc and its extra arguments (called directly, without a Python
+# layer), or a function of (z, out).
+_NUMPY_INTO: dict[str, tuple[Any, tuple[Any, ...]]] = {
+    "tanh": (np.tanh, ()),
+    "relu": (np.maximum, (0.0,)),
+    "elu": (lambda z, out: np.copyto(out, _np_elu(z)), ()),
 }
 
 
@@ -339,13 +347,17 @@ class FoldedNumpyMLP:
         self._inputs = [np.ones((batch, folded.shape[0]), dtype=np.float32) for folded in self.layers]
         self._hidden = [(folded, src, dst[:, :-1]) for folded, src, dst in
                         zip(self.layers, self._inputs, self._inputs[1:])]
-        self._obs = self._inputs[0][:, :-1]
-        self._into = _NUMPY_INTO[activation]
+        self.input = self._inputs[0][:, :-1]  # (B, in): where ``run`` reads the observations
+        self._into, self._into_args = _NUMPY_INTO[activation]
 
-    def __call__(self, obs: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Write the output for ``obs`` into ``out`` (and return it)."""
-        self._obs[...] = obs.reshape(len(self._obs), -1)
-        into = self._into
+    def __call__(self, obs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Write the output for ``obs`` into ``out`` (a new array when None) and return it."""
+        self.input[...] = obs if obs.ndim == 2 else obs.reshape(len(obs), -1)
+        return self.run(out)
+
+    def run(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The output for the observations already written into ``input`` (filled in parts, without a copy)."""
+        into, args = self._into, self._into_args
         for folded, src, dst in self._hidden:
-            into(np.matmul(src, folded), dst)
+            into(np.matmul(src, folded), *args, out=dst)
         return np.matmul(self._inputs[-1], self.layers[-1], out=out)
