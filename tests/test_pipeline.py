@@ -245,6 +245,15 @@ def test_the_folded_numpy_forward_equals_the_torch_forward(activation):
     returned = model.numpy_policy_function(6)(obs.numpy(), out)
     assert returned is out
     torch.testing.assert_close(torch.from_numpy(out), model.policy_output(obs).detach(), rtol=1e-5, atol=1e-6)
+    values = model.numpy_value_function(6)(obs.numpy())
+    torch.testing.assert_close(torch.from_numpy(values[:, 0]), model.value(obs).detach(), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():  # new weights (as after an update): a later call copies them into its reused buffers
+        for parameter in model.parameters():
+            parameter.add_(0.1)
+    torch.testing.assert_close(torch.from_numpy(model.numpy_policy_function(6)(obs.numpy())),
+                               model.policy_output(obs).detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(torch.from_numpy(model.numpy_value_function(6)(obs.numpy())[:, 0]),
+                               model.value(obs).detach(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_subclass_with_its_own_collect_keeps_the_per_step_path():
