@@ -13,7 +13,7 @@ after step ``t`` (``obs[t + 1]``, or ``last_obs`` at the end) is that episode's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -76,7 +76,9 @@ class Rollout:
 
     def with_extras(self, **extras: torch.Tensor) -> Rollout:
         """A new rollout with ``extras`` added to (or replacing) this one's; this rollout is not modified."""
-        return replace(self, extras={**self.extras, **extras})
+        # Not dataclasses.replace: this takes a fifth of its time.
+        return type(self)(self.obs, self.action, self.reward, self.terminated, self.truncated, self.valid,
+                          self.last_obs, {**self.extras, **extras})
 
     def valid_samples(self) -> Samples:
         """Every per-step field and extra flattened to ``(N, ...)``, autoreset steps (``valid = False``) dropped.

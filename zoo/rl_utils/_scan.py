@@ -73,7 +73,8 @@ def _scan_torch(coeff: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 def numpy_view(tensor: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
     """A read-only numpy view (or converted copy) of a CPU tensor, without gradient tracking."""
-    tensor = tensor.detach()
+    if tensor.requires_grad:
+        tensor = tensor.detach()
     return (tensor if tensor.dtype == dtype else tensor.to(dtype)).numpy()
 
 

@@ -25,7 +25,7 @@ def _as_float_flag(flag: torch.Tensor | None, like: torch.Tensor) -> torch.Tenso
 
 def _numpy_flag(flag: torch.Tensor, dtype: np.dtype) -> np.ndarray | None:
     # A flag as 0/1 floats for the CPU path (numpy converts bools at a fraction of torch's per-call cost).
-    return None if flag is None else flag.detach().numpy().astype(dtype)
+    return None if flag is None else numpy_view(flag, flag.dtype).astype(dtype)
 
 
 def _inner_shape(value: torch.Tensor, next_value: torch.Tensor, reward: torch.Tensor) -> tuple[int, ...]:
@@ -136,7 +136,8 @@ def _gae_cpu(
         delta = r + gamma * nv - v if d is None else r + gamma * (1.0 - d) * nv - v
         carry = gamma * lambda_ if f is None else (gamma * lambda_) * (1.0 - f)
         adv = scan_numpy_inplace(np.broadcast_to(carry, delta.shape).copy(), delta)
-    return torch.from_numpy(adv).to(value.dtype)
+    adv = torch.from_numpy(adv)
+    return adv if adv.dtype == value.dtype else adv.to(value.dtype)
 
 
 def _gae_torch(
