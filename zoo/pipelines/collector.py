@@ -156,9 +156,9 @@ class VectorCollector:
         step = self.venv.step if direct is None else direct[0].step
         if actor is not None:
             act = actor.act
-            for t in range(steps):
-                obs_np[t] = obs
-                obs, reward[t], terminated[t], truncated[t], _ = step(act(t, obs_np[t]))
+            for t, row in enumerate(obs_np):
+                row[...] = obs
+                obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row))
             action, extras = actor.finish()
         else:
             outputs = []

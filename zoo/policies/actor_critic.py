@@ -439,7 +439,6 @@ class NumpyRolloutActor:
     def __init__(self, policy: ActorCriticPolicy, steps: int, num_envs: int) -> None:
         model = policy.model
         self._forward = model.numpy_policy_function(num_envs)
-        self._to_env = policy._to_env
         self.discrete = policy.discrete
         width = self._forward.width
         self._output = np.empty((steps, num_envs, width), dtype=np.float32)  # logits, or Gaussian means
@@ -447,19 +446,25 @@ class NumpyRolloutActor:
             self._noise = torch.empty((steps, num_envs, width)).exponential_().numpy()
             np.log(self._noise, out=self._noise)  # log of the exponential draws; the sample is argmax(out - this)
             self._action = np.empty((steps, num_envs), dtype=np.int64)
+            self._scratch = np.empty((num_envs, width), dtype=np.float32)
+            self._rows = list(zip(self._output, self._noise, self._action))  # each step's views, made once
         else:
             self._sigma = np.exp(model.log_std.detach().numpy())
             self._action = np.empty((steps, num_envs, width), dtype=np.float32)
+            self._rows = list(zip(self._output, self._output, self._action))
+        # Discrete actions without an offset go to the env as they are.
+        self._to_env = None if self.discrete and policy._action_start is None else policy._to_env
 
     def act(self, t: int, obs: np.ndarray) -> np.ndarray:
         """Sample step ``t``'s actions for ``obs``; returns what the env receives."""
-        out = self._forward(obs, self._output[t])
-        action = self._action[t]
+        out, noise, action = self._rows[t]
+        self._forward(obs, out)
         if self.discrete:
-            (out - self._noise[t]).argmax(axis=-1, out=action)
+            np.subtract(out, noise, out=self._scratch)
+            self._scratch.argmax(axis=-1, out=action)
         else:
             np.add(out, self._sigma * torch.randn(out.shape).numpy(), out=action)
-        return self._to_env(action)
+        return action if self._to_env is None else self._to_env(action)
 
     def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The raw actions ``(steps, B[, D])`` and ``{'policy_output': (steps, B, width)}`` (logits, or mu and
