@@ -191,7 +191,7 @@ def _collect_twice(policy_type: str, env_id: str):
     from zoo.registry import POLICY_REGISTRY
 
     cfg = resolve_config({"env": {"id": env_id}, "policy": {"type": policy_type, "hidden_sizes": [8, 8]}}).policy
-    results = []
+    results, policies = [], []
     for fast in (True, False):
         collector = VectorCollector(env_id, 3, seed=4, vector_mode="sync", max_episode_steps=7)  # autoresets
         torch.manual_seed(0)
@@ -207,21 +207,29 @@ def _collect_twice(policy_type: str, env_id: str):
             policy.rollout_actor = lambda steps, envs: None  # the per-step collect path
         torch.manual_seed(1)
         results.append([collector.rollout(policy, 5) for _ in range(3)])
+        policies.append(policy)
         collector.close()
-    return results
+    return results, policies
 
 
 @pytest.mark.parametrize("policy_type, env_id", [("ppo", "CartPole-v1"), ("ppo", "Pendulum-v1"),
                                                  ("a2c", "Acrobot-v1"), ("impala", "CartPole-v1")])
 def test_the_rollout_actor_gives_the_rollouts_that_collect_gives_step_by_step(policy_type, env_id):
-    fast, slow = _collect_twice(policy_type, env_id)
+    (fast, slow), policies = _collect_twice(policy_type, env_id)
     for a, b in zip(fast, slow):  # up to the float rounding of the folded biases
         for field in ("terminated", "truncated", "valid"):
             assert torch.equal(getattr(a, field), getattr(b, field)), field
         for field in ("obs", "reward", "last_obs"):
             torch.testing.assert_close(getattr(a, field), getattr(b, field), rtol=1e-5, atol=1e-5)
-        assert a.extras.keys() == b.extras.keys() == {"policy_output"}
+        assert b.extras.keys() == {"policy_output"}
+        # PPO's loss reads behaviour log-probs (discrete: handed over by the actor); A2C's and IMPALA's do not.
+        assert a.extras.keys() == ({"policy_output", "log_prob"} if (policy_type, env_id) == ("ppo", "CartPole-v1")
+                                   else {"policy_output"})
         torch.testing.assert_close(a.extras["policy_output"], b.extras["policy_output"], rtol=1e-5, atol=1e-4)
+        if "log_prob" in a.extras:
+            expected = policies[0].log_prob(a.extras["policy_output"], a.action)
+            torch.testing.assert_close(a.extras["log_prob"], expected, rtol=1e-6, atol=1e-6)
+            assert a.extras["log_prob"].dtype == torch.float32
         assert a.action.dtype == b.action.dtype and a.extras["policy_output"].dtype == torch.float32
         if env_id == "Pendulum-v1":
             torch.testing.assert_close(a.action, b.action, rtol=1e-5, atol=1e-4)

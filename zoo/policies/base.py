@@ -172,7 +172,8 @@ class Policy:
 
         An optional speed-up for small models, where per-step tensor calls cost more than the arithmetic. What it
         gives must equal ``collect``'s output step by step for the same torch RNG state (same actions, same
-        extras); the weights do not change during a rollout.
+        extras, up to float rounding); it may add extras that ``process_rollout`` would otherwise compute (e.g.
+        ``log_prob``). The weights do not change during a rollout.
         """
         return None
 
