@@ -213,22 +213,26 @@ class EpisodeStats(_NextStepWrapper):
         active = np.empty_like(done)
         active[0] = ~self._autoreset
         np.logical_not(done[:-1], out=active[1:])
-        masked = np.zeros(done.shape)  # float64, as the running returns: an autoreset step's reward counts nowhere
-        np.copyto(masked, reward, where=active)
-        # Generation of a step: how many episode ends its sub-env had earlier in this call. Each generation's
-        # returns are running sums (np.add.accumulate adds one step at a time, as ``step`` does: the same floats)
-        # that start from the carried return (generation 0) or from zero after an end.
-        generation = np.cumsum(done, axis=0) - done
+        # float64, as the running returns; an autoreset step's reward counts nowhere (x + 0 == x).
+        masked = np.where(active, reward, 0.0).astype(np.float64, copy=False)
         masked[0] += self._returns
-        running = np.empty(done.shape)
-        for k in range(int(generation.max()) + 1):
+        counts = np.cumsum(active, axis=0)  # lengths are integers: counted from cumulative sums
+        if not done.any():  # no episode ended: one running sum (np.add.accumulate adds a step at a time, as step())
+            self._returns = np.add.accumulate(masked, axis=0)[-1]
+            self._lengths = self._lengths + counts[-1]
+            self._autoreset = done[-1].copy()
+            return
+        # Generation of a step: how many episode ends its sub-env had earlier in this call. Each generation's
+        # returns are running sums that start from the carried return (generation 0) or from zero after an end.
+        generation = np.cumsum(done, axis=0) - done
+        first = generation == 0
+        running = np.add.accumulate(np.where(first, masked, 0.0), axis=0)
+        for k in range(1, int(generation.max()) + 1):
             mine = generation == k
             np.copyto(running, np.add.accumulate(np.where(mine, masked, 0.0), axis=0), where=mine)
-        # Lengths are integers: active steps since the episode's start (the carried length for generation 0).
-        counts = np.cumsum(active, axis=0)
         before = np.zeros_like(counts)  # the count at the last end strictly before each step
         np.maximum.accumulate(np.where(done, counts, 0)[:-1], axis=0, out=before[1:])
-        lengths = counts - np.where(generation == 0, -self._lengths, before)
+        lengths = counts - np.where(first, -self._lengths, before)
         ended = done & active
         finished = list(zip(running[ended].tolist(), lengths[ended].tolist()))  # step order, then sub-env order
         self.recent.extend(finished)
@@ -237,8 +241,7 @@ class EpisodeStats(_NextStepWrapper):
         last_done = done[-1]
         self._returns = np.where(last_done, 0.0, running[-1])
         self._lengths = np.where(last_done, 0, lengths[-1])
-        self._starts[done.any(axis=0)] = time.perf_counter()
-        self._autoreset = last_done.copy()
+        self._autoreset = last_done.copy()  # (the episodes' start times are for step infos, not built here)
 
     def mean_return(self) -> float | None:
         """Mean return of the last ``window`` episodes, or None when none has finished."""

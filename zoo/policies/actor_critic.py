@@ -477,8 +477,9 @@ class NumpyRolloutActor:
             output = np.concatenate([output, np.broadcast_to(self._sigma, output.shape)], axis=-1)
         extras = {"policy_output": torch.from_numpy(output)}
         if self._log_prob:  # log-softmax at the sampled actions, for the whole rollout in a few numpy calls
-            shifted = output - output.max(axis=-1, keepdims=True)
-            normaliser = np.log(np.exp(shifted).sum(axis=-1))
-            chosen = np.take_along_axis(shifted, self._action[..., None], axis=-1)[..., 0]
-            extras["log_prob"] = torch.from_numpy(chosen - normaliser)
+            width = output.shape[-1]
+            shifted = (output - np.maximum.reduce(output, axis=-1, keepdims=True)).reshape(-1, width)
+            normaliser = np.log(np.add.reduce(np.exp(shifted), axis=-1))
+            chosen = shifted[np.arange(len(shifted)), self._action.reshape(-1)]
+            extras["log_prob"] = torch.from_numpy((chosen - normaliser).reshape(self._action.shape))
         return torch.from_numpy(self._action), extras

@@ -275,8 +275,7 @@ class ActorCritic(nn.Module):
         return self._folded(False, batch)
 
     def _folded(self, actor: bool, batch: int) -> FoldedNumpyMLP:
-        pairs = [*self._actor_layers, self._policy_head] if actor else [*self._critic_layers, self._value_head]
-        arrays = [(w.detach().numpy(), b.detach().numpy()) for w, b in pairs]
+        arrays = self._numpy_layers(actor)  # numpy views of the parameters (cached while they stay in place)
         cached = self._folded_cache.get((actor, batch))
         if cached is None:  # buffers allocated once per size; the weights are copied in at every call
             cached = self._folded_cache[actor, batch] = FoldedNumpyMLP(arrays, self._activation_name, batch)
