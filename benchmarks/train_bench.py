@@ -15,8 +15,9 @@ as this script's ``--sb3-child`` (which imports no zoo module). Without it the t
 
 Stable-Baselines3 is optional (never a zoo dependency): when importable, it trains with the rl-zoo
 hyper-parameters for CartPole-v1 and stops at the same criterion, in the same process, one torch thread each.
-Also printed: zoo's collection throughput (collector plus sample processing, the config's number of envs) as a
-fraction of the raw vector env stepped with random actions, the two timed in alternating rounds.
+Also printed: zoo's collection throughput (the collector alone, and with the policy's sample processing; the
+config's number of envs) as a fraction of the raw vector env stepped with random actions, timed in alternating
+rounds.
 """
 
 from __future__ import annotations
@@ -141,12 +142,15 @@ def sb3_sac(seed: int) -> tuple[float, float] | None:
     return elapsed, float(mean)
 
 
-def collection_vs_raw(algo: str, rounds: int = 40, steps: int = 4096) -> tuple[float, float, int, float]:
-    """zoo's collection with the config's envs (policy forward + sampling + env step + rollout buffers, and the
-    policy's sample processing: values and log-probs for the whole rollout, GAE, which collection hands over) and
-    the raw vector env with the same copies stepped with pre-drawn random actions, in alternating rounds of
-    ``steps`` env steps each (a slow spell of the machine weighs on both alike).
-    Returns ``(zoo_sps, raw_sps, num_envs, ratio)``: the medians of steps/s and the median of the rounds' ratios."""
+def collection_vs_raw(algo: str, rounds: int = 40, steps: int = 4096) -> dict[str, float]:
+    """zoo's collection with the config's envs against the raw vector env with the same copies stepped with
+    pre-drawn random actions, in alternating rounds of ``steps`` env steps each (a slow spell of the machine weighs
+    on all alike), timed two ways: the collector alone (``VectorCollector.rollout``: policy forward, sampling, env
+    steps, episode bookkeeping, rollout arrays, behaviour log-probs) and with the policy's sample processing
+    (``process_rollout``: the rollout's values and GAE).
+
+    Returns the medians of steps/s (``raw``, ``collect``, ``processed``) and the medians of the rounds' ratios to
+    the raw env (``collect_ratio``, ``processed_ratio``: per round, so that drift between rounds cancels out)."""
     from zoo.config import load_config_file
     from zoo.envs import make_vector_env
     from zoo.experiment import resolve_config
@@ -158,27 +162,34 @@ def collection_vs_raw(algo: str, rounds: int = 40, steps: int = 4096) -> tuple[f
     venv = make_vector_env("CartPole-v1", num_envs, seed=0)
     venv.reset(seed=0)
     actions = np.random.default_rng(0).integers(0, 2, size=(steps // num_envs, num_envs))
-    zoo_rates, raw_rates = [], []
+    rates: dict[str, list[float]] = {"raw": [], "collect": [], "processed": []}
     try:
         collector, policy, per_rollout_steps = pipeline.collector, pipeline.policy, cfg.pipeline.rollout_steps
         rollouts = max(steps // (num_envs * per_rollout_steps), 1)
+        zoo_steps = rollouts * num_envs * per_rollout_steps
         policy.process_rollout(collector.rollout(policy, per_rollout_steps))  # warm-up
         for _ in range(rounds):
             start = time.perf_counter()
-            for _ in range(rollouts):
-                policy.process_rollout(collector.rollout(policy, per_rollout_steps))
-            zoo_rates.append(rollouts * num_envs * per_rollout_steps / (time.perf_counter() - start))
-            start = time.perf_counter()
             for action in actions:
                 venv.step(action)
-            raw_rates.append(len(actions) * num_envs / (time.perf_counter() - start))
+            rates["raw"].append(len(actions) * num_envs / (time.perf_counter() - start))
+            start = time.perf_counter()
+            for _ in range(rollouts):
+                collector.rollout(policy, per_rollout_steps)
+            rates["collect"].append(zoo_steps / (time.perf_counter() - start))
+            start = time.perf_counter()
+            for _ in range(rollouts):
+                policy.process_rollout(collector.rollout(policy, per_rollout_steps))
+            rates["processed"].append(zoo_steps / (time.perf_counter() - start))
     finally:
         pipeline.close()
         venv.close()
-    # The ratio of each round (the two timed back to back), then the median: drift of the machine's speed between
-    # rounds cancels out.
-    ratio = float(np.median(np.asarray(zoo_rates) / np.asarray(raw_rates)))
-    return float(np.median(zoo_rates)), float(np.median(raw_rates)), num_envs, ratio
+    raw = np.asarray(rates["raw"])
+    result = {name: float(np.median(values)) for name, values in rates.items()}
+    for name in ("collect", "processed"):
+        result[f"{name}_ratio"] = float(np.median(np.asarray(rates[name]) / raw))
+    result["num_envs"] = num_envs
+    return result
 
 
 def _summed(runs: list) -> tuple[float, int, bool]:
@@ -233,9 +244,11 @@ def main() -> None:
             print(f"{'sac_ace / SAC':<17} {seed:>4} {zoo_s:8.1f} {zoo_eval:9.1f} {sb3_text}")
         print()
     for algo in on_policy:
-        collect, raw, num_envs, ratio = collection_vs_raw(algo)
-        print(f"{algo}: zoo collection {collect:,.0f} steps/s = {ratio:.0%} of the raw CartPole-v1 vector env "
-              f"({num_envs} copies, random actions: {raw:,.0f} steps/s; median of 40 alternating rounds' ratios)")
+        r = collection_vs_raw(algo)
+        print(f"{algo}: zoo collection {r['collect']:,.0f} steps/s = {r['collect_ratio']:.0%} of the raw CartPole-v1 "
+              f"vector env ({r['num_envs']} copies, random actions: {r['raw']:,.0f} steps/s); with sample processing "
+              f"(values, GAE) {r['processed']:,.0f} steps/s = {r['processed_ratio']:.0%} (medians of 40 alternating "
+              f"rounds' ratios)")
 
 
 if __name__ == "__main__":
