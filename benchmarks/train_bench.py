@@ -32,8 +32,10 @@ import time
 from collections import deque
 from pathlib import Path
 
-import numpy as np
-import torch
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `zoo run` sets it (zoo.cli.console_main), before numpy loads
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

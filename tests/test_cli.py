@@ -131,3 +131,26 @@ def test_eval_restores_observation_normalisation(tmp_path, capsys):
     assert main(["eval", str(tmp_path / "runs" / "norm"), "--episodes", "2"]) == 0
     fields = dict(part.split("=") for part in capsys.readouterr().out.strip().splitlines()[-1].split())
     assert -2000.0 < float(fields["mean_return"]) <= 0.0  # Pendulum returns lie in about [-1700, 0]
+
+
+@pytest.mark.parametrize("preset", [None, "3"])
+def test_the_command_line_entry_gives_numpys_blas_one_thread_unless_told_otherwise(monkeypatch, preset):
+    import os
+
+    import zoo.cli
+
+    if preset is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", preset)
+    seen = {}
+
+    def fake_main() -> int:
+        seen["threads"] = os.environ.get("OPENBLAS_NUM_THREADS")
+        return 0
+
+    monkeypatch.setattr(zoo.cli, "main", fake_main)
+    monkeypatch.setattr(zoo.cli.gc, "freeze", lambda: None)
+    with pytest.raises(SystemExit) as exit_info:
+        zoo.cli.console_main()
+    assert exit_info.value.code == 0 and seen["threads"] == (preset or "1")

@@ -232,9 +232,12 @@ class _Supervisor:
 
     def _start(self, rank: int, port: int) -> None:
         reader, writer = os.pipe()
+        # numpy's BLAS gets one thread per worker, as in `zoo run` (see zoo.cli.console_main), also when the caller
+        # is zoo.train() in a process whose numpy was loaded with more: workers side by side would oversubscribe.
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
         process = subprocess.Popen(
             [sys.executable, "-c", "from zoo.launcher import worker_main; worker_main()", str(writer)],
-            stdin=subprocess.PIPE, pass_fds=(writer,),
+            stdin=subprocess.PIPE, pass_fds=(writer,), env=env,
         )
         os.close(writer)
         self.processes.append(process)
