@@ -1,7 +1,7 @@
 """A2C on CartPole-v1 (RMSprop, 16 envs x 8 steps, lr 3e-3).
 
 Expected: 100-episode training mean >= 475 (stop_return) within the 500k-step budget: seeds 0-15 solved it in
-74k-163k steps (seeds 0-7: 75k-112k, mean 3.1 s here with one torch thread, two seeds at a time). With lr 1.5e-3
+74k-174k steps, seeds 16-31 in 59k-147k (mean 1.5-2.0 s of training here, two seeds at a time). With lr 1.5e-3
 seeds 0-15 took 67k-245k (median about 140k); 4e-3 and 5e-3 were less even across seeds."""
 
 config = dict(

@@ -2,8 +2,8 @@
 update averages the gradients of 256 samples (both workers). Reward scaling is off here: on CartPole it slowed
 learning (seed 0: 255 at 200k steps with it); dppo_pendulum.py uses it.
 
-Expected: 100-episode training mean >= 475 (stop_return). Seeds 0-7 reached it in 67k-104k env steps in total
-(median 14.8 s of wall-clock here: slower than PPO with one process on this 2-core machine). With 16 steps and 5
+Expected: 100-episode training mean >= 475 (stop_return). Seeds 0-7 reached it in 57k-102k env steps in total
+(mean 10.6 s of wall-clock here: slower than PPO with one process on this 2-core machine). With 16 steps and 5
 epochs instead, seed 2 stalled near 130 at 200k."""
 
 config = dict(

@@ -1,8 +1,9 @@
 """PPO on CartPole-v1 (16 envs x 16 steps, 5 epochs of one 256-sample minibatch, lr 3e-3 annealed).
 
 Expected: 100-episode training mean >= 475 (stop_return) and a 10-episode deterministic eval mean of 500. Seeds
-0-15 reached 475 in 65k-122k env steps (seeds 0-7: mean 4.3 s of training here, one process at a time). With lr
-2e-3 seeds 0-15 took 77k-159k (mean 5.2 s); 4e-3 and 6 epochs took about as few steps but more time."""
+0-15 reached 475 in 70k-98k env steps (seeds 0-7: mean 3.0 s of training here, two processes at a time; before the
+numpy rollout path of November 2026 changed the float rounding: 65k-122k). With lr 2e-3 seeds 0-15 took 77k-159k;
+4e-3 and 6 epochs took about as few steps but more time."""
 
 config = dict(
     exp_name="ppo_cartpole",

@@ -3,9 +3,10 @@
 Random play on CartPole-v1 scores ~22. Each CartPole test asserts what every tested seed reached: the 100-episode
 training mean of 475 (``stop_return``) within the config's budget and, for the synchronous ones (deterministic
 for a seed), within a step limit a little above the slowest tested seed. Measured with the seeds derived by
-zoo.pipelines.process: PPO solved in 65k-122k env steps (seeds 0-15, budget 200k, limit 140k), A2C in 74k-163k
-(seeds 0-15, budget 500k, limit 180k), DPPO (2 spawned workers, gradients all-reduced) in 67k-104k env steps in
-total (seeds 0-7, budget 200k, limit 120k). IMPALA's actors run asynchronously: its step count varies run to run.
+zoo.pipelines.process: PPO solved in 70k-98k env steps (seeds 0-15, budget 200k, limit 110k), A2C in 74k-174k
+(seeds 0-15; seeds 16-31: 59k-147k; budget 500k, limit 180k), DPPO (2 spawned workers, gradients all-reduced) in
+57k-102k env steps in total (seeds 0-7, budget 200k, limit 120k). IMPALA's actors run asynchronously: its step
+count varies run to run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def test_learns_cartpole_to_its_stop_return(tmp_path, config):
     assert summary["env_steps"] <= STEP_LIMITS.get(config, summary["env_steps"]), summary
 
 
-STEP_LIMITS = {"ppo_cartpole.py": 140_000, "a2c_cartpole.py": 180_000, "dppo_cartpole.py": 120_000}
+STEP_LIMITS = {"ppo_cartpole.py": 110_000, "a2c_cartpole.py": 180_000, "dppo_cartpole.py": 120_000}
 
 
 @pytest.mark.parametrize("config", ["sac_pendulum.py", "sac_ace_pendulum.py"])
