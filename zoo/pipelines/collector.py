@@ -152,7 +152,7 @@ class VectorCollector:
         device = policy.device
         on_cpu = device.type == "cpu"
         actor = policy.rollout_actor(steps, envs) if on_cpu else None
-        direct = self._direct if actor is not None else None
+        direct = self._direct
         step = self.venv.step if direct is None else direct[0].step
         if actor is not None:
             act = actor.act
