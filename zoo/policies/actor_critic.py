@@ -454,7 +454,7 @@ class NumpyRolloutActor:
         else:
             self._sigma = np.exp(model.log_std.detach().numpy())
             self._action = np.empty((steps, num_envs, width), dtype=np.float32)
-            self._rows = list(zip(self._output, self._output, self._action))
+            self._rows = list(zip(self._output, [None] * steps, self._action))  # (no pre-drawn noise)
         # Discrete actions without an offset go to the env as they are.
         self._to_env = None if self.discrete and policy._action_start is None else policy._to_env
 
