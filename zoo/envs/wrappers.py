@@ -110,12 +110,9 @@ class CheckFinite(gym.vector.VectorWrapper):
         """What ``step`` checks, for many steps at once: ``obs`` ``(T, num_envs, *obs_shape)`` and ``reward``
         ``(T, num_envs)`` returned by the wrapped env to a caller that stepped it directly (a collector's rollout:
         one check per rollout instead of two per step), and optionally one more observation batch."""
-        if not np.isfinite(reward).all():
-            self._raise("reward", reward)
-        if self._float_obs:
-            for batch in (obs, last_obs):
-                if batch is not None and not np.isfinite(batch).all():
-                    self._raise("observation", batch)
+        self._check(obs, reward)
+        if last_obs is not None:
+            self._check(last_obs)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         """Reset and check the observations."""
@@ -187,10 +184,7 @@ class EpisodeStats(_NextStepWrapper):
         now = time.perf_counter()
         index = ended.nonzero()[0]
         if index.size:
-            finished = list(zip(self._returns[index].tolist(), self._lengths[index].tolist()))
-            self.recent.extend(finished)
-            self._finished.extend(finished)
-            self.episodes += len(finished)
+            self._add_finished(list(zip(self._returns[index].tolist(), self._lengths[index].tolist())))
             if self.episode_info and "episode" not in info:
                 episode = {"r": np.where(ended, self._returns, 0.0), "l": np.where(ended, self._lengths, 0),
                            "t": np.where(ended, np.round(now - self._starts, 6), 0.0)}
@@ -199,6 +193,11 @@ class EpisodeStats(_NextStepWrapper):
         self._lengths[done] = 0
         self._starts[done] = now  # the next episode starts at the autoreset step
         return info
+
+    def _add_finished(self, finished: list[tuple[float, int]]) -> None:
+        self.recent.extend(finished)
+        self._finished.extend(finished)
+        self.episodes += len(finished)
 
     def record_steps(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
         """The bookkeeping of ``T`` steps of the wrapped env taken past this wrapper, arrays ``(T, num_envs)`` in
@@ -234,10 +233,7 @@ class EpisodeStats(_NextStepWrapper):
         np.maximum.accumulate(np.where(done, counts, 0)[:-1], axis=0, out=before[1:])
         lengths = counts - np.where(first, -self._lengths, before)
         ended = done & active
-        finished = list(zip(running[ended].tolist(), lengths[ended].tolist()))  # step order, then sub-env order
-        self.recent.extend(finished)
-        self._finished.extend(finished)
-        self.episodes += len(finished)
+        self._add_finished(list(zip(running[ended].tolist(), lengths[ended].tolist())))  # step, then sub-env order
         last_done = done[-1]
         self._returns = np.where(last_done, 0.0, running[-1])
         self._lengths = np.where(last_done, 0, lengths[-1])

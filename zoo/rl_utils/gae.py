@@ -23,7 +23,7 @@ def _as_float_flag(flag: torch.Tensor | None, like: torch.Tensor) -> torch.Tenso
     return torch.zeros_like(like) if flag is None else flag.to(like.dtype)
 
 
-def _numpy_flag(flag: torch.Tensor, dtype: np.dtype) -> np.ndarray | None:
+def _numpy_flag(flag: torch.Tensor | None, dtype: np.dtype) -> np.ndarray | None:
     # A flag as 0/1 floats for the CPU path (numpy converts bools at a fraction of torch's per-call cost).
     return None if flag is None else numpy_view(flag, flag.dtype).astype(dtype)
 
@@ -125,7 +125,7 @@ def _gae_cpu(
     ``traj_flag is done`` when the caller passed no traj_flag."""
     dtype = compute_dtype(value.dtype)
     v, nv, r = (numpy_view(x, dtype) for x in (value, next_value, reward))
-    d = None if done is None else _numpy_flag(done, v.dtype)
+    d = _numpy_flag(done, v.dtype)
     f = d if traj_flag is done else _numpy_flag(traj_flag, v.dtype)
     adv = fused_gae(v, nv, r, d, f, gamma, lambda_)
     if adv is None:
