@@ -31,3 +31,21 @@ def check_parameter_memory(key: str, sizes: list[int], trunks: int, out_dim: int
     copies = 4 if with_optimizer else 1  # weights, gradients, two moment buffers
     check_memory(f"a network with {key}={sizes[1:]} ({params:,} parameters)", 4 * copies * params,
                  f"use smaller {key}")
+
+
+# What one zoo worker or actor process holds once torch, gymnasium and its env are imported: about 200 MB of
+# resident memory measured here (DPPO workers and IMPALA actors on the classic-control envs).
+PROCESS_BYTES = 200 * 2**20
+
+
+def check_processes(what: str, count: int, fix: str) -> None:
+    """Refuse (ConfigError) ``count`` extra processes on this machine when their memory alone
+    (``PROCESS_BYTES`` each) would exceed half of it; warn on the ``zoo`` logger when there are more of them than
+    cores (they then share cores and each runs slower)."""
+    check_memory(f"{count:,} {what} (about {PROCESS_BYTES // 2**20} MB each)", count * PROCESS_BYTES, fix)
+    cores = os.cpu_count() or 1
+    if count > cores:
+        import logging
+
+        logging.getLogger("zoo").warning(
+            f"{count} {what} on {cores} cores: they share the cores and each runs slower ({fix} to avoid it)")
