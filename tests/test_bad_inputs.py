@@ -331,6 +331,46 @@ def _render_headless(ctx: Ctx) -> list[str]:
     pytest.skip("pygame is installed: rendering may work here")
 
 
+def truncated_config(run: Path) -> None:
+    """config.yaml cut on a line boundary: what is left still parses, and defaults would fill the rest."""
+    lines = (run / "config.yaml").read_text().splitlines(keepends=True)
+    (run / "config.yaml").write_text("".join(lines[: len(lines) * 2 // 3]))
+
+
+def edited_lr(run: Path) -> None:
+    _edit_config(run, "learning_rate: 0.0003", "learning_rate: 0.001")
+
+
+def _metrics_lines(run: Path, edit: Callable[[list[bytes]], list[bytes]]) -> None:
+    lines = (run / "metrics.jsonl").read_bytes().splitlines(keepends=True)
+    assert len(lines) >= 2, lines
+    (run / "metrics.jsonl").write_bytes(b"".join(edit(lines)))
+
+
+def metrics_garbage_line(run: Path) -> None:
+    _metrics_lines(run, lambda lines: [lines[0], b"{garbage\n", *lines[1:]])
+
+
+def metrics_deleted_row(run: Path) -> None:
+    _metrics_lines(run, lambda lines: lines[1:])
+
+
+def metrics_not_utf8(run: Path) -> None:
+    _metrics_lines(run, lambda lines: [lines[0], b"\xff\xfe\xfd\n", *lines[2:]])
+
+
+def metrics_directory(run: Path) -> None:
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl").mkdir()
+
+
+def created_but_not_configured(run: Path) -> None:
+    """What a run killed between creating its directory and writing config.yaml leaves: the lock file alone."""
+    for path in run.iterdir():
+        path.unlink()
+    (run / ".lock").write_text("12345")
+
+
 def _foreign_checkpoint(ctx: Ctx) -> Callable[[Path], None]:
     """The checkpoint of another run: a network for 3-dim observations, not CartPole's 4."""
     return lambda run: shutil.copyfile(ctx.endless_source / "checkpoint.pt", run / "checkpoint.pt")
@@ -636,6 +676,18 @@ CASES = [
     ),
     Case("resume-bad-set-syntax", lambda c: c.resume(None, "--set", "pipeline"), ("KEY=VALUE",)),
     Case("resume-locked", lambda c: c.resume(_lock(c)), ("in use",)),
+    Case("resume-truncated-config", lambda c: c.resume(truncated_config), ("config.yaml", "checkpoint", "--repair")),
+    Case("resume-edited-config-value", lambda c: c.resume(edited_lr), ("policy.learning_rate", "--set", "--repair")),
+    Case("resume-metrics-garbage-line", lambda c: c.resume(metrics_garbage_line), ("metrics.jsonl", "line 2")),
+    Case("resume-metrics-deleted-row", lambda c: c.resume(metrics_deleted_row), ("metrics.jsonl", "iteration 1")),
+    Case("resume-metrics-not-utf8", lambda c: c.resume(metrics_not_utf8), ("metrics.jsonl", "line 2")),
+    Case("resume-metrics-is-directory", lambda c: c.resume(metrics_directory), ("metrics.jsonl", "directory")),
+    Case("resume-killed-before-config", lambda c: c.resume(created_but_not_configured), ("config.yaml", "again")),
+    Case("repair-without-resume", lambda c: c.new("--repair"), ("--repair", "--resume")),
+    Case("plot-metrics-garbage-line", lambda c: ["plot", str(c.run_copy("base", metrics_garbage_line))],
+         ("metrics.jsonl", "line 2")),
+    Case("plot-metrics-not-utf8", lambda c: ["plot", str(c.run_copy("base", metrics_not_utf8))],
+         ("metrics.jsonl", "line 2")),
     # zoo eval
     Case("eval-episodes-zero", lambda c: c.eval(None, "--episodes", "0"), ("--episodes",)),
     Case("eval-episodes-negative", lambda c: c.eval(None, "--episodes", "-3"), ("--episodes",)),

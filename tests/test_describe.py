@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import zoo.experiment as experiment
+import zoo.resolve as experiment
 from zoo.describe import describe, key_docs
 from zoo.errors import ZooError
 from zoo.plugins import load_plugins

@@ -18,13 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from zoo.cli import main
-from zoo.errors import NonFiniteError, ZooError
+from zoo.errors import NonFiniteError, RunDirectoryError, ZooError
 from zoo.experiment import train
-from zoo.pipelines import run_dir as run_dir_module
 from zoo.pipelines.collector import VectorCollector
 from zoo.pipelines.run_dir import RunDirectory, load_weights_only
 from zoo.policies import A2CPolicy
@@ -288,15 +288,20 @@ def test_a_checkpoint_write_that_fails_half_way_leaves_the_previous_one_intact(t
     summary = train({**A2C, "runs_dir": str(tmp_path)}, ["pipeline.max_env_steps=64"])
     run = Path(summary["run_dir"])
     before = (run / "checkpoint.pt").read_bytes()
+    original = torch.save
 
     def failing_save(obj, stream, *args, **kwargs):
+        if "separate_files" not in obj:  # the replay file is written; the checkpoint after it fails
+            return original(obj, stream, *args, **kwargs)
         stream.write(b"PK\x03\x04 half a zip")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(run_dir_module.torch, "save", failing_save)
-    with pytest.raises(OSError):
-        RunDirectory(run).save_checkpoint({"format": 2, "policy": {}})
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(RunDirectoryError, match="No space left on device.*free space.*last checkpoint is kept"):
+        RunDirectory(run).save_checkpoint({"format": 2, "policy": {}, "loop": {"iteration": 7}},
+                                          {"replay": {"rows": np.zeros(3)}})
     assert (run / "checkpoint.pt").read_bytes() == before and _leftovers(run) == []
+    assert not (run / "replay-000000007.pt").exists()  # no file that no checkpoint names
 
 
 def test_resume_cleans_temporary_files_a_killed_writer_left(tmp_path):

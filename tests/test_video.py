@@ -60,8 +60,9 @@ def run(tmp_path_factory) -> Path:
 
 
 def _eval(run: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo", "eval", str(run), *args], capture_output=True, text=True,
-                          timeout=120, cwd=run.parent.parent)
+    # --trust-imports: the run's env comes from its own import_names module (zoo eval imports none by default)
+    return subprocess.run([sys.executable, "-m", "zoo", "eval", str(run), "--trust-imports", *args],
+                          capture_output=True, text=True, timeout=120, cwd=run.parent.parent)
 
 
 @pytest.mark.parametrize("fmt", ["gif", "mp4"])

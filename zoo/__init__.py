@@ -20,18 +20,21 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "load", "train"]
 
 
-def train(config: Any = None, overrides: list[Any] | None = None, resume: str | Path | None = None) -> dict[str, Any]:
+def train(config: Any = None, overrides: list[Any] | None = None, resume: str | Path | None = None,
+          repair: bool = False) -> dict[str, Any]:
     """Train from a config file path or dict, with ``--set``-style overrides (``["policy.learning_rate=1e-3"]``),
-    or continue a run directory with ``resume``. Returns the summary: ``reason``, ``env_steps``, ``wall_time``,
+    or continue a run directory with ``resume`` (``repair``: restore a damaged config.yaml from the checkpoint and
+    keep the readable metrics rows). Returns the summary: ``reason``, ``env_steps``, ``wall_time``,
     ``episode_return_mean``, ``run_dir``. Bad input raises ``zoo.errors.ZooError`` with a one-line message."""
     from .experiment import train as _train
 
-    return _train(config, overrides, resume)
+    return _train(config, overrides, resume, repair)
 
 
-def load(run_dir: str | Path, device: str = "cpu", which: str = "last") -> Agent:
+def load(run_dir: str | Path, device: str = "cpu", which: str = "last", trust_imports: bool = False) -> Agent:
     """A run's trained policy as an ``Agent`` with ``predict(obs, deterministic=True)``; applies the run's
-    observation normalisation and reads weights only (no code from the run directory runs)."""
+    observation normalisation and reads weights only: no code from the run directory runs (nor the modules its
+    config names, unless ``trust_imports``: only for run directories you trust)."""
     from .agent import load as _load
 
-    return _load(run_dir, device, which)
+    return _load(run_dir, device, which, trust_imports)

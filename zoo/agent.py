@@ -82,14 +82,15 @@ class Agent:
         return action[0] if single else action
 
 
-def load(run_dir: str | Path, device: str = "cpu", which: str = "last") -> Agent:
+def load(run_dir: str | Path, device: str = "cpu", which: str = "last", trust_imports: bool = False) -> Agent:
     """Load a run directory's weights (weights-only: no code from the files runs) as an ``Agent``.
 
     ``which``: ``last`` (the latest checkpoint) or ``best`` (the best evaluation during training, best_model.pt).
+    ``trust_imports``: import the modules the run's config names (see ``zoo.loading``).
     """
     from .envs import NormalizeObservation
-    from .experiment import load_run
+    from .loading import load_run
 
-    cfg, policy, obs_state = load_run(run_dir, device, which)
+    cfg, policy, obs_state = load_run(run_dir, device, which, trust_imports)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
     return Agent(policy, normalize, cfg)

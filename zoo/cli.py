@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--tensorboard", action="store_true",
                      help="also write the metrics as TensorBoard scalars in RUN/tensorboard (logger.tensorboard)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    run.add_argument("--repair", action="store_true",
+                     help="with --resume: restore a damaged config.yaml from the checkpoint and keep the readable "
+                          "metrics rows (says what it changed)")
     run.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
                      help="train each seed into runs_dir/exp_name/seed_<k>/ and print a table of the results")
     run.add_argument("--jobs", type=int, default=1, help="with --seeds: how many seeds train at once (processes)")
@@ -66,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
                             help="the latest checkpoint, or best_model.pt (the best evaluation during training)")
     evaluation.add_argument("--stochastic", action="store_true", help="sample actions instead of the policy's mode")
     evaluation.add_argument("--device", default="cpu", help="cpu or cuda")
+    evaluation.add_argument("--trust-imports", action="store_true",
+                            help="import the modules the run's config names (import_names, an env id's module:): "
+                                 "only for run directories you trust")
     evaluation.add_argument("--video", metavar="DIR", default=None,
                             help="record the episodes as videos in DIR (rgb_array rendering; the video extra)")
     evaluation.add_argument("--video-format", choices=("mp4", "gif"), default="mp4")
@@ -120,14 +126,19 @@ def _run(args: argparse.Namespace) -> int:
         return _run_seeds(args, overrides)
     if args.jobs != 1:
         raise ZooError("--jobs goes with --seeds: e.g. zoo run --config FILE --seeds 0 1 2 --jobs 2")
-    summary = train(args.config, overrides, resume=args.resume)
+    if args.repair and not args.resume:
+        raise ZooError("--repair goes with --resume: zoo run --resume RUN_DIR --repair")
+    summary = train(args.config, overrides, resume=args.resume, repair=args.repair)
     print(
         f"run_dir={summary['run_dir']} reason={summary['reason']} env_steps={summary['env_steps']} "
         f"wall_time={summary['wall_time']:.1f}s episode_return_mean={_rounded(summary['episode_return_mean'])} "
         f"eval_return_mean={_rounded(summary.get('eval_return_mean'))}"
     )
     if summary["reason"] == "interrupted":
-        print(f"interrupted: checkpoint saved; continue with: zoo run --resume {summary['run_dir']}")
+        if summary["run_dir"] is not None:
+            print(f"interrupted: checkpoint saved; continue with: zoo run --resume {summary['run_dir']}")
+        else:  # a worker or actor rank under torchrun: rank 0 owns the run directory and says where it is
+            print("interrupted: rank 0 saved the checkpoint")
         return int(summary.get("exit_code", 130))
     return 0
 
@@ -180,7 +191,7 @@ def _eval(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .envs import NormalizeObservation
-    from .experiment import load_run
+    from .loading import load_run
     from .pipelines.evaluator import evaluate_policy
     from .pipelines.process import component_seed
 
@@ -190,7 +201,7 @@ def _eval(args: argparse.Namespace) -> int:
         raise ZooError(f"--seed must be an integer from 0 to 2**63 - 1, got {args.seed}")
     if args.step_limit < 1:
         raise ZooError(f"--step-limit must be at least 1, got {args.step_limit}")
-    cfg, policy, obs_state = load_run(args.run_dir, args.device, args.which)
+    cfg, policy, obs_state = load_run(args.run_dir, args.device, args.which, args.trust_imports)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
     seed = component_seed(cfg.seed, 0, "eval") if args.seed is None else args.seed
     if args.video is not None:

@@ -76,8 +76,8 @@ def _section(title: str, owner: Any, defaults: dict[str, Any], ranges: dict[str,
 
 def describe(policy: str, pipeline: str | None = None) -> str:
     """The text ``zoo config`` prints (see the module docstring)."""
-    from .experiment import BASE_CONFIG
     from .plugins import load_plugins
+    from .resolve import BASE_CONFIG
 
     load_plugins()
     policy_cls = POLICY_REGISTRY.get(policy)
@@ -87,7 +87,7 @@ def describe(policy: str, pipeline: str | None = None) -> str:
         raise ConfigError(f"policy '{policy}' does not run on pipeline '{pipeline}': it supports "
                           f"{', '.join(supported)}")
     pipeline_cls = PIPELINE_REGISTRY.get(pipeline)
-    import zoo.experiment as experiment
+    import zoo.resolve as experiment
 
     top = {key: value for key, value in BASE_CONFIG.items() if not isinstance(value, dict)}
     lines = [f"policy {policy} ({policy_cls.__module__}.{policy_cls.__qualname__}) on pipeline {pipeline} "

@@ -17,6 +17,7 @@ import numpy as np
 
 from .config import load_config_file, to_plain
 from .errors import ZooError
+from .pipelines.metrics_files import read_rows
 
 GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 
@@ -53,8 +54,7 @@ def _group_key(run: Path) -> str:
 
 def load_curves(runs: list[Path], x: str, y: str | None) -> tuple[str, list[dict[str, Any]]]:
     """The y key used and one group per config: ``label``, ``runs``, ``curves`` (list of ``(xs, ys)``)."""
-    rows = {run: [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-            for run in runs}
+    rows = {run: read_rows(run / "metrics.jsonl") for run in runs}  # a damaged file: one line naming its line
     if y is None:
         y = "eval_return_mean" if any(r.get("eval_return_mean") is not None for rs in rows.values() for r in rs) \
             else "episode_return_mean"

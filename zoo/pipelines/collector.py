@@ -9,6 +9,7 @@ continues the very same episodes.
 
 from __future__ import annotations
 
+import logging
 import pickle
 from typing import Any
 
@@ -20,7 +21,7 @@ from easydict import EasyDict
 from ..data import Rollout, Transitions
 from ..envs import make_vector_env, wrap_vector_env
 from ..envs.wrappers import CheckFinite, EpisodeStats, NormalizeObservation, NormalizeReward
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 from ..policies.base import Policy
 from .process import derive_seed
 
@@ -77,6 +78,7 @@ class VectorCollector:
         self.obs: np.ndarray | None = None
         self.pending_reset = np.zeros(num_envs, dtype=bool)
         self.resets = 0
+        self._unsaved_reported = False
 
     @classmethod
     def from_config(cls, cfg: EasyDict, seed: int, reward_gamma: float | None = None) -> VectorCollector:
@@ -236,7 +238,13 @@ class VectorCollector:
             return None
         try:
             return pickle.dumps((self.venv, self.obs, self.pending_reset))
-        except Exception:  # e.g. async workers: a resume then starts fresh episodes
+        except Exception as exc:  # e.g. async workers: a resume then starts fresh episodes
+            if not self._unsaved_reported:
+                self._unsaved_reported = True
+                logging.getLogger("zoo").warning(
+                    f"the envs of '{self.env_id}' cannot be saved with the checkpoint ({type(exc).__name__}: "
+                    f"{first_line(exc, 80)}): a resumed run starts fresh episodes and is not exact; "
+                    f"vector_mode=sync (one process) makes resume exact")
             return None
 
     def state_dict(self) -> dict[str, Any]:
@@ -263,6 +271,10 @@ class VectorCollector:
             self._attach(venv)
             self.obs, self.pending_reset = obs, pending
         else:
+            if self.resets:  # episodes were in progress when the checkpoint was taken
+                logging.getLogger("zoo").warning(
+                    f"the checkpoint holds no snapshot of the envs of '{self.env_id}' (they could not be saved): "
+                    f"they start fresh episodes, so this resume is not exact")
             self.obs = None
 
     def close(self) -> None:

@@ -44,6 +44,11 @@ from .signals import StopSignals
 log = logging.getLogger("zoo")
 
 
+class IterationAbandoned(Exception):
+    """Raised by a pipeline's ``iterate`` that was waiting for data (actors' unrolls) when a stop signal arrived,
+    before it changed any state: the loop then stops as interrupted and saves the state of the last iteration."""
+
+
 class TrainingLoop:
     """Base class of every pipeline; see the module docstring. ``run`` trains and returns a summary."""
 
@@ -89,6 +94,8 @@ class TrainingLoop:
         self.best_eval_return: float | None = None  # the best eval mean so far (its model is best_model.pt)
         self.last_eval_return: float | None = None  # the latest eval mean (the summary's eval_return_mean)
         self.saved_iteration: int | None = None
+        self._signals: StopSignals | None = None  # while ``run`` is active
+        self.config_replaced: dict[str, Any] | None = None  # see ``state_dict``
         self.policy: Policy
         self.build()
 
@@ -130,6 +137,11 @@ class TrainingLoop:
                 component.close()
 
     # -- helpers for pipelines ----------------------------------------------------------------------------
+    def stop_requested(self) -> bool:
+        """Whether a stop signal (Ctrl-C, SIGTERM, SIGHUP) arrived during ``run``: a pipeline that waits for data
+        polls it and raises ``IterationAbandoned`` instead of waiting on."""
+        return self._signals is not None and self._signals.received is not None
+
     def record_episodes(self, episodes: list[tuple[float, int]]) -> None:
         """Add finished episodes ``(return, length)`` to the statistics window."""
         for episode_return, length in episodes:
@@ -151,9 +163,13 @@ class TrainingLoop:
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The whole consistent state of the run: policy, components, counters, statistics, RNGs."""
+        """The whole consistent state of the run: policy, components, counters, statistics, RNGs, and the config
+        it was trained with (a resume checks config.yaml against it; ``config_replaced``, when a resume changed
+        the config, is the one before)."""
         return {
             "format": CHECKPOINT_FORMAT,
+            "config": to_plain(self.cfg),
+            "config_replaced": self.config_replaced,
             "policy": self.policy.state_dict(),
             "obs_normalizer": self.observation_normalizer_state(),
             "components": {name: component.state_dict() for name, component in self.components().items()},
@@ -200,18 +216,18 @@ class TrainingLoop:
         set_rng_state(state["rng"])
         self.saved_iteration = self.iteration
 
-    def save(self, run_dir: RunDirectory, final: bool = False) -> None:
+    def save(self, run_dir: RunDirectory, final: bool = False, separate_unchanged: bool = False) -> None:
         """Write the checkpoint (and, when ``final``, model.pt); only rank 0 writes files.
 
         Every rank calls it at the same points: a multi-process pipeline's ``state_dict`` gathers the workers'
-        parts on rank 0. ``run_dir`` may be None on the other ranks.
+        parts on rank 0. ``run_dir`` may be None on the other ranks. ``separate_unchanged``: the separately saved
+        components are as their files on disk hold them (just restored): the files are kept, not written again.
         """
         state = self.state_dict()
         if self.rank != 0:
             self.saved_iteration = self.iteration
             return
-        run_dir.save_checkpoint(state, {name: component.state_dict()
-                                        for name, component in self.separate_components().items()})
+        run_dir.save_checkpoint(state, self.separate_components(), separate_unchanged)
         if final:
             run_dir.save_model({"format": CHECKPOINT_FORMAT, "policy": state["policy"],
                                 "obs_normalizer": state["obs_normalizer"]})
@@ -260,6 +276,11 @@ class TrainingLoop:
             vector_mode=cfg.pipeline.get("vector_mode", "auto"), step_limit=cfg.pipeline.eval_step_limit,
         )
 
+    def _learning_rate_keys(self) -> str:
+        # The hint after a non-finite loss names the keys this policy really has (SAC has three learning rates).
+        keys = [f"policy.{key}" for key in self.cfg.policy if "learning_rate" in key]
+        return " / ".join(keys) if keys else "the policy's learning rate"
+
     def summary(self, reason: str) -> dict[str, Any]:
         """What ``run`` returns: why it stopped, the counters and the recent training return."""
         return {
@@ -289,13 +310,18 @@ class TrainingLoop:
         start = time.perf_counter() - self.elapsed
         reason, current = None, self.iteration + 1
         with StopSignals() as signals:
+            self._signals = signals
             try:
                 while reason is None:
                     if self.env_steps >= pipe.max_env_steps:  # the same counters on every process
                         reason = "max_env_steps"
                         break
                     current = self.iteration + 1
-                    metrics = self.iterate()
+                    try:
+                        metrics = self.iterate()
+                    except IterationAbandoned:
+                        reason = "interrupted"
+                        break
                     self.iteration = current
                     self.elapsed = time.perf_counter() - start
                     row = self._row(metrics)
@@ -336,9 +362,10 @@ class TrainingLoop:
                 saved = "none" if self.saved_iteration is None else f"iteration {self.saved_iteration}"
                 raise NonFiniteError(
                     f"stopped at iteration {current}: {exc}; the last checkpoint ({saved}) is kept: "
-                    f"lower policy.learning_rate or check the env's rewards and observations"
+                    f"lower {self._learning_rate_keys()} or check the env's rewards and observations"
                 ) from None
             finally:
+                self._signals = None
                 if progress is not None:
                     progress.close()
                 if scalars is not None:
@@ -376,9 +403,9 @@ def _tensorboard(run_dir: RunDirectory, env_steps: int) -> Any:
 
     # TensorBoard reads a folder's event files in name order, "events.out.tfevents.<seconds>.<host>.<pid>": a
     # session started in the same second as an earlier one could sort before it. Wait for the next second then.
-    folder = run_dir.path / "tensorboard"
+    folder = run_dir.root / "tensorboard"  # the locked directory, wherever it was moved
     stamps = [int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*") if p.name.split(".")[3].isdigit()]
     while stamps and max(stamps) >= int(time.time()):
         time.sleep(0.05)
-    return SummaryWriter(str(run_dir.path / "tensorboard"), purge_step=env_steps + 1 if env_steps else None)
+    return SummaryWriter(str(folder), purge_step=env_steps + 1 if env_steps else None)
 

@@ -1,0 +1,98 @@
+"""``zoo.load`` / ``zoo eval``: a run directory's policy for acting, read without running any code from it.
+
+A run directory may come from someone else. Loading it reads config.yaml as data (safe YAML) and weights with
+``torch.load(weights_only=True)``; it never imports the modules its config names (``import_names``,
+``import_paths``) nor an env id's ``module:`` prefix (gymnasium would import that module), and it never unpickles
+the env snapshot a checkpoint holds. Plugins the user installed load as always. A run whose policy or env comes
+from such a module needs ``trust_imports=True`` (``zoo eval --trust-imports``): then those modules are imported
+as in training, so pass it only for run directories you trust.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from easydict import EasyDict
+
+from .config import load_config_file
+from .errors import ConfigError, RunDirectoryError, ZooError, first_line
+from .pipelines.run_dir import BEST_MODEL_FILE, CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, load_weights_only
+from .registry import POLICY_REGISTRY
+from .resolve import resolve_config
+
+TRUST_HINT = "if you trust this run directory, pass --trust-imports (zoo.load(..., trust_imports=True))"
+
+
+def _untrusted_config(run_path: Path, device: str) -> EasyDict:
+    """The run's config resolved without importing the code it names; refusals name what it would import."""
+    raw = load_config_file(run_path / CONFIG_FILE)
+    names = list(raw.get("import_names") or []) if isinstance(raw.get("import_names"), list) else []
+    env_id = (raw.get("env") or {}).get("id") if isinstance(raw.get("env"), dict) else None
+    if isinstance(env_id, str) and ":" in env_id:
+        raise ConfigError(f"the env id '{env_id}' of '{run_path}' names a module ('{env_id.split(':')[0]}') that "
+                          f"gymnasium would import: zoo does not run code named by a run directory when it loads "
+                          f"one; {TRUST_HINT}")
+    try:
+        return resolve_config(raw, [("device", device)], trusted=False)
+    except ZooError as exc:
+        raise _hinted(exc, names) from None
+
+
+def _hinted(error: ZooError, import_names: list[str]) -> ZooError:
+    """``error`` (an unknown policy or env, say), saying why it may be unknown when the run names modules."""
+    if not import_names:
+        return error
+    return ConfigError(f"{first_line(error, 200)}; the run's config names import_names {import_names}, which zoo "
+                       f"does not import when it loads a run directory (it could carry code): {TRUST_HINT}")
+
+
+def load_run(
+    run_dir: str | Path, device: str = "cpu", which: str = "last", trust_imports: bool = False
+) -> tuple[EasyDict, Any, dict[str, Any] | None]:
+    """Config, acting-only policy (weights loaded) and observation-normaliser state of a run directory.
+
+    ``which``: ``last`` (the latest checkpoint) or ``best`` (``best_model.pt``: the best evaluation during
+    training). Reads weights-only and imports nothing the run directory names, unless ``trust_imports`` (see the
+    module docstring): a run directory from elsewhere cannot run code through it.
+    """
+    if which not in ("last", "best"):
+        raise ZooError(f"which must be 'last' or 'best', got {which!r}")
+    from .envs import make_env
+
+    run_path = Path(run_dir)
+    if not (run_path / CONFIG_FILE).is_file():
+        raise RunDirectoryError(f"'{run_path}' is not a run directory (no {CONFIG_FILE}): pass a directory under runs/")
+    if trust_imports:
+        cfg = resolve_config(load_config_file(run_path / CONFIG_FILE), [("device", device)])
+    else:
+        cfg = _untrusted_config(run_path, device)
+    source = BEST_MODEL_FILE if which == "best" else CHECKPOINT_FILE
+    if which == "best":
+        best = run_path / BEST_MODEL_FILE
+        if not best.is_file():
+            raise RunDirectoryError(
+                f"no {BEST_MODEL_FILE} in '{run_path}': the run has made no evaluation yet (pipeline.eval_every "
+                f"is {cfg.pipeline.get('eval_every')}): use --which last"
+            )
+        state = load_weights_only(best)
+    else:
+        state = RunDirectory(run_path).load_checkpoint(separate=False)
+    try:
+        env = make_env(cfg.env.id, **dict(cfg.env.kwargs))  # only its spaces are needed
+    except ZooError as exc:
+        raise (exc if trust_imports else _hinted(exc, list(cfg.import_names or []))) from None
+    observation_space, action_space = env.observation_space, env.action_space
+    env.close()
+    policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
+    policy = policy_cls(cfg.policy, observation_space, action_space, torch.device(device), acting_only=True)
+    try:
+        policy.load_state_dict(state["policy"])
+    except (KeyError, ValueError, RuntimeError, TypeError) as exc:
+        detail = first_line(exc, 200)
+        raise RunDirectoryError(
+            f"the weights in '{run_path / source}' do not fit the run's config.yaml ({detail}): "
+            f"was config.yaml edited? restore it or train again"
+        ) from None
+    return cfg, policy, state.get("obs_normalizer")

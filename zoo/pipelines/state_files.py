@@ -1,0 +1,162 @@
+"""Files that are never half-written and never run code: atomic writes, weights-only state, one-line errors.
+
+Everything zoo saves (checkpoints, models, replay files, config, metrics rewrites) is written to a temporary file
+beside its target, fsync-ed and renamed over it: a reader sees the old file or the new one. State is stored so that
+``torch.load(weights_only=True)`` reads it: tensors and plain Python values only (numpy arrays and bytes become
+uint8 tensors), so loading a file never runs code from it.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import pickle
+import re
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+from ..errors import RunDirectoryError, first_line
+
+
+def _file_mode() -> int:
+    # mkstemp creates 0o600 files; run files should be readable as any other file the user writes.
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _file_mode()
+
+
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write through ``write`` to a temporary file beside ``path``, fsync it, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(temporary, _FILE_MODE)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """``torch.save`` that never leaves a half-written file: a reader sees the old file or the new one."""
+    # Serialised in memory first: torch's zip writer reports a short write (a full disk, ``ulimit -f``) as a
+    # RuntimeError about stream positions; a plain write of the bytes raises the OSError that says why.
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    _atomic_write(path, lambda stream: stream.write(buffer.getbuffer()))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    _atomic_write(path, lambda stream: stream.write(text.encode("utf-8")))
+
+
+def _write_error(shown: Path, exc: OSError) -> RunDirectoryError:
+    """One line for a write that the system refused (the file on disk is still the previous whole one)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space on that disk (or raise the quota), or use another runs_dir"
+    elif exc.errno == errno.EFBIG:
+        fix = "the file size limit (ulimit -f) is too small for it: raise it"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        fix = "make the run directory writable, or copy it somewhere writable and resume the copy"
+    else:
+        fix = "check the disk and the directory"
+    return RunDirectoryError(f"cannot write '{shown}' ({exc.strerror or first_line(exc)}): {fix}; the last "
+                             f"checkpoint is kept")
+
+
+@contextmanager
+def writing(shown: Path) -> Iterator[None]:
+    """Turn an OSError of the writes inside into one RunDirectoryError line naming ``shown`` and the fix."""
+    try:
+        yield
+    except OSError as exc:
+        raise _write_error(shown, exc) from None
+
+
+# -- weights-only-safe state ------------------------------------------------------------------------------
+def encode_state(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars replaced by plain values that ``weights_only`` loading accepts."""
+    if isinstance(value, dict):
+        return {key: encode_state(child) for key, child in value.items()}
+    if isinstance(value, (list, tuple)):
+        children = [encode_state(child) for child in value]
+        return tuple(children) if isinstance(value, tuple) else children
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise TypeError("object arrays cannot be stored in a checkpoint")
+        return {"__ndarray__": _byte_tensor(value), "dtype": value.dtype.str, "shape": list(value.shape)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, bytes):
+        # As a uint8 tensor: weights-only loading refuses an empty bytes object (pickled as a call of bytes()),
+        # and a tensor is stored raw instead of as a latin-1 string.
+        return {"__bytes__": _byte_tensor(np.frombuffer(value, dtype=np.uint8))}
+    return value
+
+
+def _byte_tensor(array: np.ndarray) -> torch.Tensor:
+    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    return torch.from_numpy(flat if flat.flags.writeable else flat.copy())
+
+
+def _array_bytes(payload: Any) -> np.ndarray:
+    # Checkpoints written before arrays were stored as tensors hold bytes.
+    return payload.numpy() if isinstance(payload, torch.Tensor) else np.frombuffer(payload, dtype=np.uint8).copy()
+
+
+def decode_state(value: Any) -> Any:
+    """Inverse of ``encode_state``."""
+    if isinstance(value, dict):
+        if "__ndarray__" in value:
+            return _array_bytes(value["__ndarray__"]).view(np.dtype(value["dtype"])).reshape(value["shape"])
+        if "__bytes__" in value and len(value) == 1:
+            return _array_bytes(value["__bytes__"]).tobytes()
+        return {key: decode_state(child) for key, child in value.items()}
+    if isinstance(value, (list, tuple)):
+        children = [decode_state(child) for child in value]
+        return tuple(children) if isinstance(value, tuple) else children
+    return value
+
+
+def load_weights_only(path: Path) -> Any:
+    """``torch.load`` that never runs code from the file; any failure is one RunDirectoryError line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RunDirectoryError(f"'{path}' does not exist: the run has not saved it yet") from None
+    except IsADirectoryError:
+        raise RunDirectoryError(f"'{path}' is a directory, not a zoo file: move it out of the way") from None
+    except OSError as exc:
+        raise RunDirectoryError(f"'{path}' cannot be read ({exc.strerror}): check its permissions") from None
+    try:
+        with warnings.catch_warnings():  # torch warns about foreign pickle protocols; the error below says it all
+            warnings.simplefilter("ignore")
+            return decode_state(torch.load(io.BytesIO(data), map_location="cpu", weights_only=True))
+    except Exception as exc:  # truncated, garbage, or carrying code that weights-only loading refuses
+        text = str(exc)
+        refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if refused or isinstance(exc, pickle.UnpicklingError):
+            detail = f"it holds objects that are not weights ({refused.group(1) if refused else 'refused'})"
+        else:
+            detail = first_line(exc, 160)
+        raise RunDirectoryError(
+            f"'{path}' is not a loadable zoo file: {detail}; it is truncated, corrupted or not from zoo, and is "
+            f"never unpickled: restore it from a copy or train again"
+        ) from None

@@ -1,0 +1,204 @@
+"""A config, resolved: the base keys, the policy's and pipeline's defaults merged under the user's values, every
+value validated (one ConfigError line each); and the pipeline it names, built.
+
+``trusted=False`` resolves a config without importing the modules it names (``import_names``): what loading a run
+directory for evaluation does, since the run directory may come from someone else.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from easydict import EasyDict
+
+from .config import (
+    Range,
+    apply_overrides,
+    check_choices,
+    check_finite_numbers,
+    check_ranges,
+    deep_merge,
+    to_plain,
+    validate_keys_and_types,
+)
+from .errors import ConfigError
+from .pipelines.loop import TrainingLoop
+from .pipelines.run_dir import CONFIG_FILE, check_exp_name
+from .plugins import import_modules, load_plugins
+from .registry import PIPELINE_REGISTRY, POLICY_REGISTRY
+from .rl_utils.distributed import world_info
+
+BASE_CONFIG: dict[str, Any] = {
+    "exp_name": "run",  # the run directory's name under runs_dir (made unique: name_2, name_3...)
+    "seed": 0,  # every random stream of the run derives from it
+    "device": "cpu",  # cpu, cuda or cuda:N
+    "torch_threads": 1,  # torch intra-op threads (1 is fastest for small networks on CPU)
+    "runs_dir": "runs",  # where run directories are created
+    "import_names": [],  # modules to import first (your registered policies, envs, callbacks)
+    # Directories searched for import_names (relative ones from the config file's folder); the config file's
+    # own folder is added when resolving, as an absolute path, so a run's config.yaml finds them again.
+    "import_paths": [],  # folders searched for import_names (the config file's own is added)
+    "env": {
+        "id": "CartPole-v1",  # a gymnasium id or a name registered in zoo's env registry
+        "kwargs": {},  # keyword arguments for gymnasium.make or the registered factory
+        "max_episode_steps": None,  # a time limit (truncation) on every episode; None: the env's own
+    },
+    "policy": {"type": "ppo"},
+    "pipeline": {},
+    "logger": {
+        "tensorboard": False,  # also write every metrics row as TensorBoard scalars (the tensorboard extra)
+        "progress": True,  # the progress line on stderr (zoo run -q turns it off)
+    },
+}
+BASE_RANGES = {
+    "seed": Range(0, 2**63 - 1),
+    "torch_threads": Range(1, 1024),
+    "env.max_episode_steps": Range(1, None, integer=True),
+}
+SECTIONS = ("env", "policy", "pipeline", "logger")
+# Keys a resumed run may never change, besides the policy's and the pipeline's own frozen_keys.
+FROZEN_KEYS = ("policy.type", "pipeline.type", "env", "seed", "exp_name")
+
+
+def _check_sections(user_cfg: Mapping) -> None:
+    for section in SECTIONS:
+        value = user_cfg.get(section)
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigError(
+                f"config section '{section}' must be a mapping, got {type(value).__name__} {value!r}: "
+                f"write {section}=dict(...)"
+            )
+
+
+def _named_type(section: Mapping, section_name: str, default: str | None) -> str:
+    value = section.get("type", default)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            f"{section_name}.type must be a registered name (a string), got {value!r}: see `zoo list`"
+        )
+    return value
+
+
+def resolve_config(
+    user_cfg: Mapping[str, Any], overrides: list[Any] | None = None, config_dir: str | Path | None = None,
+    trusted: bool = True,
+) -> EasyDict:
+    """Merge the policy's and pipeline's defaults under ``user_cfg`` (plus ``--set`` overrides) and validate.
+
+    ``config_dir`` is the folder of the config file, if any: ``import_names`` are also looked up there.
+    ``pipeline.type`` defaults to the policy's first supported pipeline. Every problem is a one-line ConfigError.
+    ``trusted=False``: the ``import_names`` modules are not imported (only installed plugins are loaded).
+    """
+    user_cfg = apply_overrides(EasyDict(copy.deepcopy(to_plain(user_cfg))), overrides or [])
+    _check_sections(user_cfg)
+    names = user_cfg.get("import_names", []) or []
+    if names and trusted:
+        user_cfg.import_paths = _import_paths(user_cfg.get("import_paths"), config_dir)
+    if trusted:
+        import_modules(names, user_cfg.get("import_paths") or [])
+    load_plugins()
+    policy_section = user_cfg.get("policy") or {}
+    if "type" not in policy_section:
+        raise ConfigError("config has no policy.type: add policy = dict(type='ppo', ...) (see `zoo list`)")
+    policy_type = _named_type(policy_section, "policy", None)
+    policy_cls = POLICY_REGISTRY.get(policy_type)
+    supported = tuple(getattr(policy_cls, "pipelines", ()) or ())
+    if not supported:
+        raise ConfigError(f"policy '{policy_type}' declares no pipelines: its class must set `pipelines`")
+    pipeline_type = _named_type(user_cfg.get("pipeline") or {}, "pipeline", supported[0])
+    pipeline_cls = PIPELINE_REGISTRY.get(pipeline_type)
+    if pipeline_type not in supported:
+        raise ConfigError(
+            f"policy '{policy_type}' does not run on pipeline '{pipeline_type}': it supports "
+            f"{', '.join(supported)}; set pipeline.type to one of them or remove it"
+        )
+    schema = deep_merge(BASE_CONFIG, {"policy": {**policy_cls.default_config, "type": policy_type},
+                                      "pipeline": {**pipeline_cls.default_config, "type": pipeline_type}})
+    validate_keys_and_types(user_cfg, schema)
+    cfg = deep_merge(schema, user_cfg)
+    ranges: dict[str, Any] = dict(BASE_RANGES)
+    choices: dict[str, Any] = {}
+    for section, owner in (("policy", policy_cls), ("pipeline", pipeline_cls)):
+        for key, rule in getattr(owner, "config_ranges", {}).items():
+            ranges[f"{section}.{key}"] = Range.of(rule)
+        for key, allowed in getattr(owner, "config_choices", {}).items():
+            choices[f"{section}.{key}"] = allowed
+    check_ranges(cfg, ranges)
+    check_choices(cfg, choices)
+    check_finite_numbers(cfg, skip=("env.kwargs",))
+    check_exp_name(cfg.exp_name)
+    if not isinstance(cfg.env.id, str) or not cfg.env.id:
+        raise ConfigError(f"env.id must be an env name, got {cfg.env.id!r}: e.g. env=dict(id='CartPole-v1')")
+    _check_device(cfg.device)
+    if cfg.logger.tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError("logger.tensorboard needs the tensorboard package: pip install 'zoo-rl[tensorboard]' "
+                          "(or drop --tensorboard)")
+    return cfg
+
+
+def _check_device(name: Any) -> None:
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device {name!r} is not supported: use 'cpu', 'cuda' or 'cuda:N'")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device '{name}' requested but CUDA is not available: use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device '{name}' does not exist: this machine has {torch.cuda.device_count()} GPU(s)")
+
+
+def _import_paths(paths: Any, config_dir: str | Path | None) -> list[str]:
+    if paths is None:
+        paths = []
+    if isinstance(paths, str) or not isinstance(paths, (list, tuple)):
+        raise ConfigError(f"import_paths must be a list of directories, e.g. ['plugins'], got {paths!r}")
+    base = Path(config_dir) if config_dir is not None else Path.cwd()
+    resolved = [str((base / str(path)).resolve()) for path in paths]
+    if config_dir is not None and str(Path(config_dir).resolve()) not in resolved:
+        resolved.append(str(Path(config_dir).resolve()))
+    return resolved
+
+def build_pipeline(cfg: EasyDict) -> TrainingLoop:
+    """The pipeline named by ``cfg.pipeline.type``, built (envs and policy) but not run; in a worker of a
+    multi-process pipeline, with this process's rank and the world size of its process group."""
+    rank, world_size = world_info()
+    return PIPELINE_REGISTRY.get(cfg.pipeline.type)(cfg, rank, world_size)
+
+
+def config_differences(reference: Mapping[str, Any], other: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The dotted keys of ``reference`` whose values ``other`` does not hold (keys only ``other`` has, such as
+    defaults added by a later zoo version, are not differences)."""
+    found = []
+    for key, value in reference.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and isinstance(other.get(key), Mapping) and value:
+            found += config_differences(value, other[key], f"{dotted}.")
+        elif key not in other or to_plain(other[key]) != to_plain(value):
+            found.append(dotted)
+    return found
+
+
+def check_frozen(saved: EasyDict, new: EasyDict, run_path: Path) -> None:
+    """Refuse (ConfigError) a resumed config ``new`` that changes a key a resume may not change."""
+    policy_cls = POLICY_REGISTRY.get(new.policy.type)
+    pipeline_cls = PIPELINE_REGISTRY.get(new.pipeline.type)
+    keys = [*FROZEN_KEYS, *(f"policy.{key}" for key in getattr(policy_cls, "frozen_keys", ())),
+            *(f"pipeline.{key}" for key in getattr(pipeline_cls, "frozen_keys", ()))]
+    for dotted in keys:
+        before, after = saved, new
+        for part in dotted.split("."):
+            before, after = before.get(part), after.get(part)
+        if to_plain(before) != to_plain(after):
+            raise ConfigError(
+                f"--resume cannot change {dotted} (the run was trained with {to_plain(before)!r}, got "
+                f"{to_plain(after)!r}): drop that --set, or start a new run from "
+                f"zoo run --config {run_path / CONFIG_FILE} --set ..."
+            )
