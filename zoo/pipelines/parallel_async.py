@@ -14,12 +14,17 @@ frees the slots and publishes the actor weights into a shared flat buffer under 
 waits for an actor; an actor copies the weights again if the learner wrote while it read). Actors pick up new
 weights before each unroll.
 
-Faults: an actor that raises or is killed is seen by the learner's dispatcher thread (a closed pipe, an exit
-code); its slots are freed, and with ``restart_actors`` (default) a fresh actor takes its place (counted in the
-``actor_restarts`` metric) with new env seeds; an actor that fails three times in a row before delivering an
-unroll stops the run, as does any actor failure with ``restart_actors: false``: one line naming the actor and its
-cause. Ctrl-C and SIGTERM reach the learner's loop (it saves and stops); actors ignore SIGINT, are terminated by
-the learner on the way out, and die with it (``PR_SET_PDEATHSIG``) if it is killed.
+Faults: the learner's dispatcher thread sees an actor that raises or is killed (a closed pipe, an exit code) or
+stalls: one that holds a slot and delivers nothing for ``actor_timeout_s`` s (counted from the later of the slot
+and its "ready" message, sent once its env and policy are built; never ready after ``max(60 s, actor_timeout_s)``
+is stalled too) is killed with SIGKILL (it may be stopped) and counts as failed. Actors waiting for a free slot
+(a slow learner) are never stalled. A failed actor's slots are freed, and with ``restart_actors`` (default) a fresh
+actor takes its place (counted in the ``actor_restarts`` metric) with new env seeds; the run stops, in one line
+naming the actor and its cause, when an actor fails three times in a row before delivering an unroll, on any
+failure with ``restart_actors: false``, and on any ``ZooError`` in an actor (a non-finite env output, a bad env
+kwarg: deterministic, a restart would fail again). Ctrl-C and SIGTERM reach the learner's loop (it saves and
+stops); a learner waiting for unrolls abandons the wait (``IterationAbandoned``) and saves the state before. Actors
+ignore SIGINT, are terminated by the learner on the way out, and die with it (``PR_SET_PDEATHSIG``) if it is killed.
 
 Resume restores the learner (policy, optimiser, counters, RNGs); actors start fresh episodes with new seeds.
 
@@ -29,6 +34,7 @@ over torch.distributed instead of shared memory: see ``zoo.pipelines.remote_acto
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing.connection
 import os
@@ -37,6 +43,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -50,13 +57,15 @@ from ..data import Unroll
 from ..envs import VECTOR_MODES, make_env
 from ..errors import ConfigError, ZooError, first_line
 from ..registry import POLICY_REGISTRY
-from ..sizes import check_memory
+from ..sizes import check_memory, check_processes
 from .collector import VectorCollector
-from .loop import TrainingLoop
+from .loop import IterationAbandoned, TrainingLoop
 from .process import component_seed, die_with_parent
 
 # An actor that fails this many times in a row without delivering an unroll stops the run (a broken env).
 _FAILURES_IN_A_ROW = 3
+# Seconds an actor may take to become ready (at least): a spawned one imports torch and builds its env first.
+_START_UP_S = 60.0
 
 
 class ActorError(ZooError):
@@ -194,7 +203,8 @@ def actor_main(
 ) -> None:
     """An actor process: collect unrolls with the latest published weights into the slots the learner gives.
 
-    Messages to the learner: ``("unroll", slot, env_steps, episodes)`` and ``("failed", one_line)``; from the
+    Messages to the learner: ``("ready",)`` once its env and policy are built, ``("unroll", slot, env_steps,
+    episodes)`` and ``("failed", one_line, fatal)`` (fatal: a ZooError, which a restart cannot fix); from the
     learner: a slot index to fill, or None to stop.
     """
     from ..plugins import import_modules, load_plugins
@@ -215,6 +225,7 @@ def actor_main(
         policy = POLICY_REGISTRY.get(cfg.policy.type)(
             cfg.policy, collector.observation_space, collector.action_space, torch.device("cpu"), acting_only=True
         )
+        conn.send(("ready",))
         steps = cfg.pipeline.unroll_length
         version = -1
         while True:
@@ -234,8 +245,9 @@ def actor_main(
         pass  # the learner is gone or stopping
     except BaseException as error:
         try:
-            conn.send(("failed", f"{type(error).__name__}: {first_line(error, 300)}"
-                                 if not isinstance(error, ZooError) else first_line(error, 300)))
+            fatal = isinstance(error, ZooError)
+            conn.send(("failed", first_line(error, 300) if fatal else
+                       f"{type(error).__name__}: {first_line(error, 300)}", fatal))
         except OSError:
             pass
         if os.environ.get("ZOO_DEBUG"):
@@ -259,13 +271,16 @@ class _Actor:
         self.holding: list[int] = []
         self.failures_in_a_row = 0
         self.delivered = False
+        self.started_at = self.assigned_at = 0.0  # time.monotonic() of its start and its latest slot, and of
+        self.ready_at: float | None = None  # its "ready" message
 
 
 class ActorPool:
     """Starts and watches the actors, hands out free slots and collects filled ones (a dispatcher thread).
 
     ``take(n)`` blocks until ``n`` filled slots are ready (or raises ``ActorError``); ``release`` returns slots
-    to the free list, which the dispatcher hands to waiting actors.
+    to the free list, which the dispatcher hands to waiting actors. The dispatcher also kills stalled actors
+    (see the module docstring).
     """
 
     def __init__(self, cfg: EasyDict, slots: UnrollSlots, board: WeightBoard, incarnations: list[int]) -> None:
@@ -273,6 +288,8 @@ class ActorPool:
         self.cfg_plain = to_plain(cfg)
         self.slots, self.board = slots, board
         self.restart = bool(pipe.restart_actors)
+        self.timeout_s = float(pipe.actor_timeout_s)
+        self.start_up_s = max(_START_UP_S, self.timeout_s)
         method = pipe.start_method
         if method == "auto":
             method = "fork" if sys.platform.startswith("linux") else "spawn"
@@ -313,6 +330,7 @@ class ActorPool:
         process.start()
         theirs.close()
         actor.process, actor.conn, actor.holding, actor.delivered = process, ours, [], False
+        actor.started_at, actor.ready_at = time.monotonic(), None
         actor.incarnation += 1
 
     def _assign(self) -> None:
@@ -323,6 +341,7 @@ class ActorPool:
                 try:
                     actor.conn.send(slot)
                     actor.holding.append(slot)
+                    actor.assigned_at = time.monotonic()
                 except OSError:  # it just died: the dispatcher will see it
                     self.free.appendleft(slot)
 
@@ -349,15 +368,36 @@ class ActorPool:
                         actor.delivered, actor.failures_in_a_row = True, 0
                         self.ready.append((slot, episodes))
                         self.lock.notify_all()
+                    elif message[0] == "ready":
+                        actor.ready_at = time.monotonic()
                     elif message[0] == "failed":
-                        self._lost(actor, f"failed: {message[1]}")
+                        self._lost(actor, f"failed: {message[1]}", fatal=message[2])
                 for actor in self.actors:
                     if actor.conn is not None and actor.process.exitcode is not None:
                         self._lost(actor, None)
+                    elif actor.conn is not None and (stalled := self._stalled(actor)) is not None:
+                        actor.process.kill()  # SIGKILL: it may be stopped (SIGSTOP) or stuck in native code
+                        self._lost(actor, stalled, hint="raise pipeline.actor_timeout_s if its env is that slow")
                 self._assign()
 
-    def _lost(self, actor: _Actor, cause: str | None) -> None:
-        # With the lock held: an actor ended (reported failure, closed pipe or exit code).
+    def _stalled(self, actor: _Actor) -> str | None:
+        # With the lock held: why a live actor is stalled, or None. Only an actor holding a slot owes an unroll, and
+        # its clock starts once it is ready too: neither start-up nor a slow learner (no free slot) counts.
+        now, why = time.monotonic(), None
+        if actor.ready_at is None and now - actor.started_at > self.start_up_s:
+            why = f"not ready {self.start_up_s:g} s after its start"
+        elif actor.ready_at and actor.holding and now - max(actor.ready_at, actor.assigned_at) > self.timeout_s:
+            why = f"no unroll for {self.timeout_s:g} s"
+        if why is None:
+            return None
+        try:  # a message waiting to be read is no stall (the dispatcher was held up)
+            return None if actor.conn is None or actor.conn.poll() else f"stalled: {why}, so it was killed"
+        except OSError:
+            return None
+
+    def _lost(self, actor: _Actor, cause: str | None, fatal: bool = False, hint: str = "") -> None:
+        # With the lock held: an actor ended (reported failure, closed pipe, exit code, or killed as stalled).
+        # ``fatal``: a ZooError (zoo's own diagnosis, deterministic), which stops the run whatever restart_actors.
         if actor.conn is None:
             return
         actor.process.join(timeout=1.0)
@@ -369,7 +409,7 @@ class ActorPool:
             while cause is None and actor.conn.poll():
                 message = actor.conn.recv()
                 if message[0] == "failed":
-                    cause = f"failed: {message[1]}"
+                    cause, fatal = f"failed: {message[1]}", message[2]
         except (EOFError, OSError):
             pass
         if cause is None:
@@ -382,14 +422,17 @@ class ActorPool:
         self.free.extend(actor.holding)  # a half-written slot is simply written again
         actor.holding = []
         actor.failures_in_a_row = 0 if actor.delivered else actor.failures_in_a_row + 1
-        where = f"actor {actor.index} of {len(self.actors)} {cause}"
-        if not self.restart:
-            self.error = f"{where} (pipeline.restart_actors is false)"
+        where, hint, error = f"actor {actor.index} of {len(self.actors)} {cause}", f"; {hint}" if hint else "", None
+        if fatal:
+            error = f"{where} (not restarted: it would fail the same way)"
+        elif not self.restart:
+            error = f"{where} (pipeline.restart_actors is false){hint}"
         elif actor.failures_in_a_row >= _FAILURES_IN_A_ROW:
-            self.error = f"{where}, {actor.failures_in_a_row} times in a row before delivering an unroll"
+            error = f"{where}, {actor.failures_in_a_row} times in a row before delivering an unroll{hint}"
         else:  # restarted by the learner's own thread (``take``/``release``): never fork from this thread
             self.restarts += 1
             self._to_restart.append(actor)
+        self.error = self.error or error  # the first cause is the one to report
         self.lock.notify_all()
 
     def _restart_lost(self) -> None:
@@ -398,11 +441,15 @@ class ActorPool:
             self._start(self._to_restart.pop(0))
         self._assign()
 
-    def take(self, count: int) -> tuple[list[int], list[list[tuple[float, int]]], float]:
-        """Wait for ``count`` filled slots; returns them, their episodes and the seconds spent waiting."""
+    def take(self, count: int, stop: Callable[[], bool] | None = None
+             ) -> tuple[list[int], list[list[tuple[float, int]]], float]:
+        """Wait for ``count`` filled slots; returns them, their episodes and the seconds spent waiting. Raises
+        ``ActorError`` when the run must stop, ``IterationAbandoned`` when ``stop()`` turns true while it waits."""
         start = time.perf_counter()
         with self.lock:
             while len(self.ready) < count and self.error is None:
+                if stop is not None and stop():
+                    raise IterationAbandoned("a stop signal arrived while the learner waited for unrolls")
                 self._restart_lost()
                 self.lock.wait(timeout=0.5)
                 if self._thread is not None and not self._thread.is_alive() and self.error is None:
@@ -431,6 +478,8 @@ class ActorPool:
         for actor in self.actors:
             if actor.process is not None and actor.process.is_alive():
                 actor.process.terminate()
+                with contextlib.suppress(OSError):  # a stopped actor (SIGSTOP) acts on SIGTERM once continued
+                    os.kill(actor.process.pid, signal.SIGCONT)
         deadline = time.monotonic() + 3.0
         for actor in self.actors:
             if actor.process is not None:
@@ -473,9 +522,9 @@ class ParallelAsyncPipeline(TrainingLoop):
         "unroll_length": 32,  # steps per actor unroll (T)
         "batch_unrolls": 4,  # unrolls per learner update
         "queue_size": 16,  # shared-memory unroll slots (bounds memory and policy lag)
-        "restart_actors": True,  # restart an actor that dies (one machine)
+        "restart_actors": True,  # restart an actor that dies or stalls (one machine; never after a ZooError)
         "start_method": "auto",  # how actor processes start (auto: fork on Linux)
-        "actor_timeout_s": 10.0,  # under torchrun: an actor (or the learner) silent this long is gone
+        "actor_timeout_s": 10.0,  # an actor silent this long is stalled: killed, as if crashed (torchrun: learner too)
         "vector_mode": "auto",  # vector env mode of each actor
         "eval_every": 100,  # evaluate every N learner updates (0: never)
         "checkpoint_every": 500,  # checkpoint every N learner updates
@@ -492,10 +541,15 @@ class ParallelAsyncPipeline(TrainingLoop):
     config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {
         "vector_mode": VECTOR_MODES, "start_method": ("auto", "fork", "spawn", "forkserver"),
     }
-    frozen_keys: ClassVar[tuple[str, ...]] = ("num_actors",)
+    # num_envs as on every pipeline (the README promises it). unroll_length, batch_unrolls, queue_size and
+    # vector_mode may change on resume: they shape only the slots, batches and actors' envs, all rebuilt at every
+    # start, not the learner's saved state.
+    frozen_keys: ClassVar[tuple[str, ...]] = ("num_actors", "num_envs")
 
     def build(self) -> None:
         cfg, pipe = self.cfg, self.cfg.pipeline
+        if self.world_size == 1:  # under torchrun the actors run on other machines, and are running already
+            check_processes("IMPALA actors", pipe.num_actors, "lower pipeline.num_actors")
         if pipe.queue_size < pipe.batch_unrolls:
             raise ConfigError(
                 f"pipeline.queue_size ({pipe.queue_size}) is smaller than pipeline.batch_unrolls "
@@ -566,7 +620,7 @@ class ParallelAsyncPipeline(TrainingLoop):
             self.pool.start()
             self._started = True
             self._clock = time.perf_counter()
-        slots, episodes, waited = self.pool.take(pipe.batch_unrolls)
+        slots, episodes, waited = self.pool.take(pipe.batch_unrolls, stop=self.stop_requested)
         depth = self.pool.queue_depth()
         begin = time.perf_counter()
         versions = self.slots.version[torch.as_tensor(slots)].tolist()

@@ -8,10 +8,12 @@ fields as raw bytes, laid out identically on both sides from the same template) 
 free, so a learner that falls behind makes actors wait in ``send``: memory stays bounded. Version -1 tells an
 actor to stop (the learner does so for every actor when its run ends).
 
-Faults: an actor that raises sends its error in one line and the run stops naming it; an actor that dies breaks
-the learner's receive and the run stops in one line (a remote actor cannot be restarted from here: torchrun's own
-``--max-restarts`` restarts the whole job). Actors ignore SIGINT and SIGTERM (torchrun forwards them to every
-process): the learner saves and then stops them. If the learner dies, each actor's next send or receive fails and
+Faults: an actor that raises sends its error in one line and the run stops naming it (any error: a ZooError
+such as a non-finite env output, as on one machine, but also any other, since a remote actor cannot be restarted
+from here: torchrun's own ``--max-restarts`` restarts the whole job); an actor that dies or stops responding
+(no heartbeat for ``actor_timeout_s``) stops the run in one line. Actors ignore SIGINT and SIGTERM (torchrun
+forwards them to every process): the learner saves and then stops them; a learner waiting for unrolls abandons
+the wait on a stop signal, as on one machine. If the learner dies, each actor's next send or receive fails and
 it exits with one line.
 """
 
@@ -23,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,6 +35,7 @@ from easydict import EasyDict
 from ..envs import make_env
 from ..errors import ZooError, first_line
 from ..registry import POLICY_REGISTRY
+from .loop import IterationAbandoned
 from .parallel_async import ActorError, UnrollSlots, WeightBoard, actor_collector, template_unroll, unroll_fields
 from .process import component_seed
 
@@ -238,11 +242,14 @@ class RemoteActorPool:
             reply[1:] = torch.cat([weights[name].reshape(-1) for name in self.board.names])
             dist.send(reply, dst=sender)
 
-    def take(self, count: int) -> tuple[list[int], list[list[tuple[float, int]]], float]:
-        """As ``ActorPool.take``."""
+    def take(self, count: int, stop: Callable[[], bool] | None = None
+             ) -> tuple[list[int], list[list[tuple[float, int]]], float]:
+        """As ``ActorPool.take`` (``stop``: a stop signal must not wait for actors that may never send again)."""
         start = time.perf_counter()
         with self.lock:
             while len(self.ready) < count and self.error is None:
+                if stop is not None and stop():
+                    raise IterationAbandoned("a stop signal arrived while the learner waited for unrolls")
                 self.lock.wait(timeout=0.5)
                 self._check_actors()
             if self.error is not None:
