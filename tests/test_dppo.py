@@ -8,7 +8,9 @@
 - End to end through ``zoo run`` (spawned workers): only rank 0 writes; the checkpoint holds every worker's env
   snapshot and RNG streams; a signal stops every process after a consistent save and resume is exact; a killed
   or failing worker stops the run within 30 s in one line naming it, with the checkpoint intact and no process
-  left; a custom env from ``import_names`` works in every worker; two torchrun "nodes" on 127.0.0.1 train.
+  left; a custom env from ``import_names`` works in every worker; two torchrun "nodes" on 127.0.0.1 train; a
+  killed torchrun agent stops its ranks within seconds, rank 0 saving and unlocking; a world size this machine
+  cannot hold is refused in one line before any worker starts.
 """
 
 from __future__ import annotations
@@ -477,3 +479,80 @@ def test_an_entry_point_plugin_policy_trains_on_two_workers(tmp_path):
     assert result.returncode == 0, result.stderr
     last = json.loads((tmp_path / "runs" / "d" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["env_steps"] == 1_024 and last["allreduce_ms"] > 0  # the plugin's gradients were averaged
+
+
+def test_a_world_size_the_machine_cannot_hold_is_refused_in_one_line_before_any_worker_starts(tmp_path):
+    config = {**DPPO, "runs_dir": str(tmp_path / "runs")}
+    process = _start(["run", "--config", str(_write_config(tmp_path, config)), "--set", "pipeline.world_size=65536"],
+                     tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline:
+            # Watched while it runs, and the whole group killed at the first worker: without the check, this
+            # would start 65536 processes.
+            assert _workers(process.pid) == [], "a worker was started"
+            time.sleep(0.01)
+        _, err = process.communicate(timeout=10)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # its workers too, if any started
+        except ProcessLookupError:
+            pass
+        process.wait()
+    assert process.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("zoo: error: ") and "pipeline.world_size" in lines[0], err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_killing_the_torchrun_agent_stops_every_rank_which_saves_and_frees_the_run_directory(tmp_path):
+    import fcntl
+
+    import zoo
+
+    config = {**DPPO, "runs_dir": str(tmp_path / "runs"),
+              "pipeline": {**DPPO["pipeline"], "max_env_steps": 10_000_000, "checkpoint_every": 1_000}}
+    run_dir = tmp_path / "runs" / "d"
+    # Output to files, not pipes: nobody reads them while the ranks run (a full pipe would block them).
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
+             "--master-addr=127.0.0.1", f"--master-port={_free_port()}",
+             "-m", "zoo", "run", "--config", str(_write_config(tmp_path, config))],
+            cwd=tmp_path, stdout=out, stderr=err, start_new_session=True,
+        )
+    ranks: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not ((run_dir / "metrics.jsonl").exists() and _rows(run_dir)):
+            assert agent.poll() is None, (tmp_path / "err.txt").read_text()
+            assert time.monotonic() < deadline, "no metrics row within 120 s"
+            time.sleep(0.05)
+        # torchrun starts each rank in a session of its own: found now, as the agent's children.
+        ranks = _children(agent.pid)
+        assert len(ranks) == 2, ranks
+        agent.kill()
+        agent.wait()
+        killed = time.monotonic()
+        deadline = killed + 30
+        while _alive(ranks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        elapsed = time.monotonic() - killed
+        assert _alive(ranks) == [], f"the ranks still run {elapsed:.0f} s after their agent died"
+    finally:
+        for pid in [agent.pid, *_alive(ranks)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        agent.wait()
+    # They stopped on their own (SIGTERM: rank 0 saved after the last row), not at the backstop 30 s later, and
+    # neither died mid-save nor aborted at exit (the C++ "terminate called ..." of a group whose store was gone).
+    assert elapsed < 10, elapsed
+    err = (tmp_path / "err.txt").read_text()
+    assert "Traceback" not in err and "terminate called" not in err and "Fatal Python error" not in err, err
+    with open(run_dir / ".lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises when a process still holds it
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    assert load_weights_only(run_dir / "checkpoint.pt")["loop"]["iteration"] == len(_rows(run_dir))
+    assert zoo.load(run_dir).predict(np.zeros(4, dtype=np.float32)) in (0, 1)

@@ -482,3 +482,24 @@ def test_spaces_without_a_flat_box_are_refused_in_one_line(fixed_space_env, spac
         assert "\n" not in message
         assert message.startswith(f"env '{fixed_space_env}' has {named}, which zoo cannot flatten into a Box")
         assert message.endswith("so that it gives Box or Dict-of-Box observations")
+
+
+# --- async workers ---------------------------------------------------------------------------------------------
+
+
+class _BrokenStepEnv(CounterEnv):
+    def step(self, action):
+        raise ValueError("the env broke on purpose")
+
+
+def test_an_async_workers_env_error_still_reaches_the_parent_as_gymnasium_reports_it():
+    ENV_REGISTRY.register("zoo-test-broken-step", _BrokenStepEnv, source="tests")
+    try:
+        venv = make_vector_env("zoo-test-broken-step", 2, mode="async")
+        assert venv.unwrapped.worker.__module__ == "zoo.envs.factory"  # zoo's worker (dies with its parent)
+        venv.reset(seed=0)
+        with pytest.warns(UserWarning), pytest.raises(ValueError, match="the env broke on purpose"):
+            venv.step(np.zeros(2, dtype=np.int64))
+        venv.close()
+    finally:
+        ENV_REGISTRY.unregister("zoo-test-broken-step")

@@ -226,9 +226,9 @@ ENV_REGISTRY.register("nan_cartpole", NanCartPole)
 
 
 def test_a_nan_reward_stops_the_run_at_once_instead_of_restarting_the_actor(tmp_path):
-    (tmp_path / "nan_env.py").write_text(NAN_ENV)
+    (tmp_path / "impala_faults_nan_env.py").write_text(NAN_ENV)  # a module name no other test uses
     config = _config(tmp_path, checkpoint_every=2)
-    config.update(import_names=["nan_env"], import_paths=[str(tmp_path)], env={"id": "nan_cartpole"})
+    config.update(import_names=["impala_faults_nan_env"], import_paths=[str(tmp_path)], env={"id": "nan_cartpole"})
     with pytest.raises(ActorError) as error:
         train(config)
     message = str(error.value)

@@ -407,8 +407,6 @@ def foreign(tmp_path_factory) -> dict[str, Path]:
     runs = {"imports": base, "policy": {**base, "policy": {**base["policy"], "type": "evil_ppo"}},
             "env": {**base, "import_names": [], "import_paths": [], "env": {"id": "zoo_evil_env:EvilCartPole-v0"}}}
     for name, config in runs.items():
-        if name == "env":
-            continue  # TEMP until module: env ids are supported
         done = _zoo("run", "--config", str(_config(root, {**config, "exp_name": name}, f"{name}.py")), "-q",
                     cwd=root)
         assert done.returncode == 0, done.stderr
@@ -445,7 +443,7 @@ def test_reading_a_foreign_run_imports_nothing_it_names(foreign, command):
         assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("which", ["policy"])
+@pytest.mark.parametrize("which", ["policy", "env"])
 def test_a_run_that_needs_its_code_is_refused_in_one_line_unless_trusted(foreign, which):
     done = _reads_without_import(foreign, "eval", str(foreign[which]), "--episodes", "1")
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr

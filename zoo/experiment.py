@@ -112,7 +112,7 @@ def train(
             launcher.join_from_environment(cfg)
         elif cfg.pipeline.world_size > 1:
             launcher.check_backend(cfg)
-            return launcher.spawn(cfg, run_path, run_worker)
+            return launcher.spawn(cfg, run_path, run_worker, repair)
     return run_worker(cfg, None if run_path is None else str(run_path), repair=repair)
 
 

@@ -8,7 +8,8 @@ Two ways in, one code path:
   watches them. Each worker joins the gloo (CPU) or nccl (CUDA) process group and runs the same training code
   as a serial run; rank 0 alone owns the run directory.
 - ``torchrun ... -m zoo run --config FILE``: each process torchrun starts finds RANK, WORLD_SIZE, LOCAL_RANK,
-  MASTER_ADDR and MASTER_PORT in its environment and joins the process group itself; torchrun supervises.
+  MASTER_ADDR and MASTER_PORT in its environment and joins the process group itself; torchrun supervises. Each
+  rank also watches torchrun's agent: if the agent dies, the ranks stop as on SIGTERM (``join_from_environment``).
 
 Faults. A worker that raises reports one line (its exception) to the supervisor and exits; a worker that is
 killed is seen through its exit code. The supervisor then lets the others stop (they fail at their next
@@ -22,6 +23,7 @@ iteration, rank 0 saves, and everything exits. Workers also get SIGTERM if the s
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import importlib
 import logging
@@ -43,10 +45,11 @@ from easydict import EasyDict
 
 from .config import to_plain
 from .errors import ConfigError, ZooError, first_line
-from .pipelines.process import die_with_parent
+from .lifetime import die_with_parent, stop_when_parent_dies
 from .pipelines.signals import StopSignals
 from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY
+from .sizes import check_processes
 
 # How long the supervisor lets the other workers exit on their own after one failed, before killing them.
 _STOP_GRACE_S = 5.0
@@ -54,6 +57,8 @@ _STOP_GRACE_S = 5.0
 _PEER_ERRORS = ("connection closed by peer", "connection reset", "broken pipe", "gloo", "nccl", "timed out",
                 "socket", "disconnect")
 _TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# How long a torchrun rank whose agent died may take to save and exit after its SIGTERM before it is ended.
+_ORPHAN_GRACE_S = 30.0
 
 
 log = logging.getLogger("zoo")
@@ -75,7 +80,9 @@ def is_actor_learner(cfg: EasyDict) -> bool:
 
 def join_actor_learner(cfg: EasyDict) -> int:
     """Join the gloo process group torchrun describes as an actor-learner job: rank 0 is the learner, every other
-    rank an actor (``pipeline.num_actors`` becomes WORLD_SIZE - 1). Returns this process's rank."""
+    rank an actor (``pipeline.num_actors`` becomes WORLD_SIZE - 1). Returns this process's rank. Like every
+    torchrun rank, this process stops when torchrun's agent dies (see ``join_from_environment``)."""
+    stop_when_parent_dies(_ORPHAN_GRACE_S)
     world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     if world_size < 2:
         raise ConfigError(f"pipeline '{cfg.pipeline.type}' under torchrun needs a learner and at least one actor, "
@@ -86,7 +93,22 @@ def join_actor_learner(cfg: EasyDict) -> int:
     cfg.pipeline.num_actors = world_size - 1
     if not dist.is_initialized():
         dist.init_process_group("gloo", init_method="env://")
+        _destroy_at_exit()
     return rank
+
+
+def _destroy_at_exit() -> None:
+    # A torchrun rank ends with its process group destroyed, as torch asks: left to the interpreter's teardown,
+    # the group of a rank whose agent had died (its store gone) aborted in C++ in about one exit in eight
+    # ("terminate called without an active exception"), after the rank had stopped and saved.
+    def destroy() -> None:
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # a broken group cannot always be torn down cleanly; the process ends anyway
+                pass
+
+    atexit.register(destroy)
 
 
 def under_torchrun() -> bool:
@@ -119,7 +141,15 @@ def _place_on_device(cfg: EasyDict, local_rank: int) -> None:
 
 
 def join_from_environment(cfg: EasyDict) -> None:
-    """Join the process group torchrun describes (env://), adopting its WORLD_SIZE as ``pipeline.world_size``."""
+    """Join the process group torchrun describes (env://), adopting its WORLD_SIZE as ``pipeline.world_size``.
+
+    The rank also watches torchrun's agent, its parent: if the agent dies (SIGKILL, OOM), nothing else would stop
+    the ranks, which would train on with rank 0 holding the run directory's lock. Their SIGTERM handling runs
+    instead (the loop's stop: every rank after the same iteration, rank 0 saves and unlocks) and they exit, or are
+    ended 30 s later. Not ``die_with_parent``: its signal follows the agent's *thread* that started the rank, which
+    need not live as long as the agent.
+    """
+    stop_when_parent_dies(_ORPHAN_GRACE_S)
     if dist.is_initialized():
         return
     world_size = int(os.environ["WORLD_SIZE"])
@@ -130,6 +160,7 @@ def join_from_environment(cfg: EasyDict) -> None:
     _place_on_device(cfg, int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group(_backend(cfg), init_method="env://",
                             timeout=datetime.timedelta(seconds=float(cfg.pipeline.timeout_s)))
+    _destroy_at_exit()
 
 
 def _one_line(error: BaseException) -> str:
@@ -172,7 +203,7 @@ def worker_main() -> None:
         timeout = datetime.timedelta(seconds=float(cfg.pipeline.timeout_s))
         store = dist.TCPStore("127.0.0.1", job["port"], world_size, is_master=False, timeout=timeout)
         dist.init_process_group(_backend(cfg), store=store, rank=rank, world_size=world_size, timeout=timeout)
-        summary = entry(cfg, job["resume"], lambda path: conn.send(("run_dir", str(path))))
+        summary = entry(cfg, job["resume"], lambda path: conn.send(("run_dir", str(path))), job["repair"])
         conn.send(("summary", summary))
     except KeyboardInterrupt:
         code = 130
@@ -199,8 +230,9 @@ def worker_main() -> None:
 class _Supervisor:
     """Starts the workers and watches them (see the module docstring)."""
 
-    def __init__(self, cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]]) -> None:
-        self.cfg, self.resume, self.entry = cfg, resume, entry
+    def __init__(self, cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]],
+                 repair: bool = False) -> None:
+        self.cfg, self.resume, self.entry, self.repair = cfg, resume, entry, repair
         self.world_size = int(cfg.pipeline.world_size)
         self.processes: list[subprocess.Popen] = []
         self.connections: dict[multiprocessing.connection.Connection, int] = {}
@@ -243,7 +275,8 @@ class _Supervisor:
         self.processes.append(process)
         self.connections[multiprocessing.connection.Connection(reader, writable=False)] = rank
         job = {"rank": rank, "world_size": self.world_size, "port": port, "cfg": to_plain(self.cfg),
-               "resume": None if self.resume is None else str(self.resume), "sys_path": list(sys.path),
+               "resume": None if self.resume is None else str(self.resume), "repair": self.repair,
+               "sys_path": list(sys.path),
                "entry": f"{self.entry.__module__}:{self.entry.__qualname__}"}
         assert process.stdin is not None
         process.stdin.write(pickle.dumps(job))
@@ -331,8 +364,13 @@ def _verb(cause: str) -> str:
     return cause if cause.startswith(("was killed", "exited")) else f"failed: {cause}"
 
 
-def spawn(cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]]) -> dict[str, Any]:
-    """Run ``entry(cfg, resume, on_run_dir)`` (a module-level function) in ``cfg.pipeline.world_size`` worker
-    processes on loopback; return rank 0's summary. Raises WorkerError (one line) when a worker fails; see the
-    module docstring."""
-    return _Supervisor(cfg, resume, entry).run()
+def spawn(cfg: EasyDict, resume: Path | None, entry: Callable[..., dict[str, Any]], repair: bool = False
+          ) -> dict[str, Any]:
+    """Run ``entry(cfg, resume, on_run_dir, repair)`` (a module-level function) in ``cfg.pipeline.world_size`` worker
+    processes on loopback; return rank 0's summary. Raises ConfigError (one line, before any process starts) when
+    this machine cannot hold that many workers, WorkerError (one line) when a worker fails; see the module
+    docstring."""
+    # Here and not in validation: only workers started on this machine count (under torchrun they are spread
+    # over machines and already running).
+    check_processes("DPPO workers", int(cfg.pipeline.world_size), "lower pipeline.world_size")
+    return _Supervisor(cfg, resume, entry, repair).run()

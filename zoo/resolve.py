@@ -44,7 +44,7 @@ BASE_CONFIG: dict[str, Any] = {
     # own folder is added when resolving, as an absolute path, so a run's config.yaml finds them again.
     "import_paths": [],  # folders searched for import_names (the config file's own is added)
     "env": {
-        "id": "CartPole-v1",  # a gymnasium id or a name registered in zoo's env registry
+        "id": "CartPole-v1",  # a gymnasium id (module:EnvId imports module first) or a name in zoo's env registry
         "kwargs": {},  # keyword arguments for gymnasium.make or the registered factory
         "max_episode_steps": None,  # a time limit (truncation) on every episode; None: the env's own
     },

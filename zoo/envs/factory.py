@@ -29,8 +29,10 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import importlib
 import inspect
 import multiprocessing
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,16 +40,33 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.async_vector_env import _async_worker
 
 from ..errors import ConfigError, ZooError, first_line
+from ..lifetime import die_with_parent
 from ..registry import ENV_REGISTRY
 
 VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
 
 
+def _registered_name(env_id: str) -> str:
+    """The gymnasium id without a ``module:`` prefix, after importing that module (which registers the env, as
+    ``gym.make("module:EnvId")`` does); a one-line ZooError when it cannot be imported."""
+    if ":" not in env_id:
+        return env_id
+    module, name = env_id.split(":", 1)
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        raise ZooError(f"env id '{env_id}' names the module '{module}', which cannot be imported "
+                       f"({type(exc).__name__}: {first_line(exc, 120)}): put it on PYTHONPATH, or list it in "
+                       f"import_names (its folder in import_paths) and use the id '{name}'") from None
+    return name
+
+
 def _is_gym_id(env_id: str) -> bool:
     try:
-        gym.spec(env_id)
+        gym.spec(_registered_name(env_id))
     except (gym.error.Error, ImportError):
         return False
     return True
@@ -78,7 +97,7 @@ def _unknown_env_error(env_id: str) -> ZooError:
 def _gym_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """gymnasium's spec for ``env_id`` or a one-line ZooError with the closest ids."""
     try:
-        return gym.spec(env_id)
+        return gym.spec(_registered_name(env_id))
     except (gym.error.Error, ImportError) as err:
         raise _unknown_env_error(env_id) from err
 
@@ -249,6 +268,37 @@ def _async_context() -> str:
     return "spawn"
 
 
+# What a worker sees when its parent has gone (killed, exited): the pipe to it broke.
+_PARENT_GONE = (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt)
+
+
+def _async_env_worker(*args: Any) -> None:
+    """The process of one ``async`` sub-env: gymnasium's own worker loop (``_async_worker``, with whatever arguments
+    this gymnasium version passes), in a process that dies with its parent and ends silently once it is gone.
+
+    Unchanged, the loop takes a pipe that broke (EOFError, BrokenPipeError, ConnectionResetError) for an env error:
+    it tries to report it to the dead parent, fails, and prints a traceback per worker onto the user's terminal.
+    Real env errors still reach the parent as gymnasium reports them. Module-level, so that it pickles for the
+    spawn start method.
+
+    Signals: Ctrl-C (SIGINT) and a hang-up (SIGHUP) reach the terminal's whole process group, and are the parent's
+    to handle (a training loop finishes its iteration with these envs, saves, then closes them): the worker ignores
+    them instead of reporting a KeyboardInterrupt that ends the parent's iteration. SIGTERM kills it (the default),
+    even where a forked worker inherited a handler of its parent's; its parent's death sends it SIGKILL. As
+    ``PR_SET_PDEATHSIG`` follows the thread that started the worker, the thread that builds an async vector env
+    must outlive it (zoo builds them in the main thread).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):  # not on Windows
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(signal.SIGKILL)  # a parent killed with SIGKILL leaves no worker behind (Linux), stopped or not
+    try:
+        _async_worker(*args)
+    except _PARENT_GONE:
+        pass
+
+
 def _vector_entry_point_accepts(spec: gym.envs.registration.EnvSpec, names: set[str]) -> bool:
     """Whether the spec's vector entry point takes every keyword in ``names``."""
     creator = spec.vector_entry_point
@@ -376,5 +426,6 @@ def _build_vector_env(
         if resolved == "sync":
             venv = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.NEXT_STEP)
         else:
-            venv = gym.vector.AsyncVectorEnv(env_fns, context=_async_context(), autoreset_mode=AutoresetMode.NEXT_STEP)
+            venv = gym.vector.AsyncVectorEnv(env_fns, context=_async_context(), autoreset_mode=AutoresetMode.NEXT_STEP,
+                                             worker=_async_env_worker)
     return venv

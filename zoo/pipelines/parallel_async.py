@@ -56,11 +56,12 @@ from ..config import to_plain
 from ..data import Unroll
 from ..envs import VECTOR_MODES, make_env
 from ..errors import ConfigError, ZooError, first_line
+from ..lifetime import die_with_parent
 from ..registry import POLICY_REGISTRY
 from ..sizes import check_memory, check_processes
 from .collector import VectorCollector
 from .loop import IterationAbandoned, TrainingLoop
-from .process import component_seed, die_with_parent
+from .process import component_seed
 
 # An actor that fails this many times in a row without delivering an unroll stops the run (a broken env).
 _FAILURES_IN_A_ROW = 3
@@ -212,7 +213,7 @@ def actor_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    die_with_parent()
+    die_with_parent(signal.SIGKILL)  # nothing to save here; SIGKILL also ends an actor that is stopped (SIGSTOP)
     collector = None
     try:
         cfg = EasyDict(cfg_plain)

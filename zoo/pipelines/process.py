@@ -68,19 +68,3 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def _tuples(value: Any) -> Any:
     # random.setstate wants tuples all the way down; a round trip through some formats gives lists.
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-def die_with_parent() -> None:
-    """Linux: get SIGTERM when the parent process dies (``PR_SET_PDEATHSIG``), so that a killed supervisor or
-    learner leaves no worker behind; elsewhere a no-op."""
-    import ctypes
-    import os
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-

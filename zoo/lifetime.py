@@ -1,0 +1,71 @@
+"""Process lifetime: a child process that must not outlive the process that started it.
+
+Below every floor that starts processes (env workers, DPPO workers, IMPALA actors, torchrun ranks): it imports
+nothing of zoo's.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import signal
+import threading
+import time
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Linux: get ``signum`` when the parent process dies (``PR_SET_PDEATHSIG``), so that a killed supervisor or
+    learner leaves no worker behind; elsewhere a no-op. SIGTERM (the default) lets a worker save; processes with
+    nothing to save (actors, env workers) ask for SIGKILL, which also ends one that is stopped (SIGSTOP)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum))  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signum)
+    except (OSError, AttributeError):
+        pass
+
+
+_parent_watcher: threading.Thread | None = None  # the thread stop_when_parent_dies started here, if any
+
+
+def stop_when_parent_dies(grace_s: float = 30.0, poll_s: float = 0.5) -> threading.Thread:
+    """Watch the parent process from a daemon thread; once it has died, stop this process as SIGTERM would, and
+    end it with ``os._exit(1)`` if it is still alive ``grace_s`` seconds later (a hung exit, SIGTERM ignored).
+
+    "As SIGTERM would": the main thread runs this process's Python SIGTERM handler (a training loop's: it saves
+    after the current iteration and exits), through ``_thread.interrupt_main(SIGTERM)``, as soon as one is
+    installed. Not a real SIGTERM: with no Python handler installed at that instant (before the loop has started,
+    or after it has ended, during its final save of a checkpoint and a collective with the other ranks), the
+    default action would kill the process on the spot, and the other ranks with it at their next collective.
+
+    For processes whose parent is not ours to trust with ``PR_SET_PDEATHSIG`` (see ``die_with_parent``): that
+    signal fires when the parent *thread* that forked us ends, and a launcher such as torchrun's agent may start
+    its workers from a thread other than its main one. Polling ``os.getppid()`` (every ``poll_s`` seconds) sees
+    the process itself die, and works on every POSIX system. The parent is the one at the time of the call, so
+    call it early: a parent that died before it is not noticed. Idempotent; returns the watching thread.
+    """
+    global _parent_watcher
+    if _parent_watcher is not None and _parent_watcher.is_alive():
+        return _parent_watcher
+    parent = os.getppid()
+
+    def watch() -> None:
+        # A dead parent's children are reparented (to init or a subreaper): the parent pid changes.
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if callable(signal.getsignal(signal.SIGTERM)):
+                # Only a flag for the main thread, which runs the Python handler installed when it gets to it: a
+                # handler removed meanwhile never turns into the default action (killing the process).
+                _thread.interrupt_main(signal.SIGTERM)
+                break
+            time.sleep(min(poll_s, 0.1))
+        time.sleep(max(0.0, deadline - time.monotonic()))
+        os._exit(1)
+
+    _parent_watcher = threading.Thread(target=watch, name="zoo-parent-watcher", daemon=True)
+    _parent_watcher.start()
+    return _parent_watcher
