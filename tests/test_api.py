@@ -15,7 +15,7 @@ import torch
 
 import zoo
 from zoo.cli import main
-from zoo.envs import NormalizeObservation
+from zoo.envs import EnvSpec, NormalizeObservation
 from zoo.errors import ConfigError, ZooError
 from zoo.experiment import load_run, resolve_config
 from zoo.pipelines import TrainingLoop
@@ -43,7 +43,7 @@ def normalised_run(tmp_path_factory) -> Path:
 def _reference_returns(run: Path, seed: int, episodes: int, normalised: bool) -> list[float]:
     cfg, policy, obs_state = load_run(run)
     normalize = NormalizeObservation.frozen(obs_state) if normalised else None
-    return evaluate_policy(policy, cfg.env.id, episodes, seed, normalize_obs=normalize)
+    return evaluate_policy(policy, EnvSpec.from_config(cfg), episodes, seed, normalize_obs=normalize)
 
 
 def test_training_evaluations_apply_the_observation_normaliser(normalised_run):

@@ -30,6 +30,7 @@ import pytest
 import torch
 from easydict import EasyDict
 
+from zoo.envs import EnvSpec
 from zoo.envs.wrappers import NormalizeObservation
 from zoo.errors import NonFiniteError, ZooError
 from zoo.pipelines.evaluator import evaluate_policy
@@ -959,8 +960,8 @@ class RecordingPolicy(Policy):
 def test_evaluate_policy_returns_episode_lengths(counter_env, deterministic):
     policy = RecordingPolicy()
     seed, base, spread = 3, 2, 5
-    returns = evaluate_policy(policy, counter_env, episodes=7, seed=seed, env_kwargs={"base": base, "spread": spread},
-                              batch=4, deterministic=deterministic)
+    returns = evaluate_policy(policy, EnvSpec(counter_env, {"base": base, "spread": spread}), episodes=7,
+                              seed=seed, batch=4, deterministic=deterministic)
     expected = [float(base + (seed + k) % spread) for k in range(7)]
     assert len(set(expected[:4])) > 1  # envs of one batch end at different steps
     assert returns == expected
@@ -986,7 +987,7 @@ def test_evaluate_policy_feeds_normalized_observations(counter_env):
         return out
 
     policy = RecordingPolicy()
-    returns = evaluate_policy(policy, counter_env, episodes=3, seed=0, env_kwargs={"base": 1, "spread": 4},
+    returns = evaluate_policy(policy, EnvSpec(counter_env, {"base": 1, "spread": 4}), episodes=3, seed=0,
                               normalize_obs=normalize_obs)
     assert returns == [1.0, 2.0, 3.0]
     assert len(policy.seen) == len(raw_seen) == 3
@@ -1001,7 +1002,7 @@ def test_evaluate_policy_feeds_normalized_observations(counter_env):
 
 def test_evaluate_policy_step_limit(counter_env):
     with pytest.raises(ZooError, match="did not end"):
-        evaluate_policy(RecordingPolicy(), counter_env, episodes=2, seed=0, env_kwargs={"base": 50, "spread": 1},
+        evaluate_policy(RecordingPolicy(), EnvSpec(counter_env, {"base": 50, "spread": 1}), episodes=2, seed=0,
                         step_limit=10)
 
 

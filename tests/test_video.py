@@ -85,6 +85,7 @@ def test_each_episode_becomes_a_video_with_a_frame_per_step(run, tmp_path, fmt):
 def test_video_errors_are_one_line(run, tmp_path):
     out = _eval(run, "--video", str(tmp_path / "v"), "--fps", "0")
     assert out.returncode == 2 and "--fps must be between 1 and 1000" in out.stderr
+    from zoo.envs import EnvSpec
     from zoo.errors import ZooError
     from zoo.video import record_episodes
 
@@ -110,9 +111,9 @@ def test_video_errors_are_one_line(run, tmp_path):
     ENV_REGISTRY.register("test_no_render_mode", without_render_mode, source="tests")
     try:
         with pytest.raises(ZooError, match="not an RGB image") as err:
-            record_episodes(None, "test_no_frames", tmp_path / "w", 1, 0, fmt="gif")
+            record_episodes(None, EnvSpec("test_no_frames"), tmp_path / "w", 1, 0, fmt="gif")
         with pytest.raises(ZooError, match="cannot render frames") as err2:
-            record_episodes(None, "test_no_render_mode", tmp_path / "w", 1, 0, fmt="gif")
+            record_episodes(None, EnvSpec("test_no_render_mode"), tmp_path / "w", 1, 0, fmt="gif")
     finally:
         ENV_REGISTRY.unregister("test_no_frames")
         ENV_REGISTRY.unregister("test_no_render_mode")
@@ -120,10 +121,11 @@ def test_video_errors_are_one_line(run, tmp_path):
 
 
 def test_without_imageio_video_names_the_extra(monkeypatch, tmp_path):
+    from zoo.envs import EnvSpec
     from zoo.errors import ZooError
     from zoo.video import record_episodes
 
     monkeypatch.setitem(sys.modules, "imageio", None)
     monkeypatch.setitem(sys.modules, "imageio.v2", None)
     with pytest.raises(ZooError, match=r"pip install 'zoo-rl\[video\]'"):
-        record_episodes(None, "CartPole-v1", tmp_path, 1, 0, fmt="gif")
+        record_episodes(None, EnvSpec("CartPole-v1"), tmp_path, 1, 0, fmt="gif")

@@ -36,14 +36,9 @@ class Agent:
         Read from one env built from the run's config the first time it is needed: only ``predict`` on
         observations that are not already an array asks for it.
         """
-        from .envs import make_env
+        from .envs import EnvSpec
 
-        if self.config is None:
-            return None
-        env = make_env(self.config.env.id, **dict(self.config.env.kwargs))
-        native = env.env.observation_space if isinstance(env, gym.wrappers.FlattenObservation) else None
-        env.close()
-        return native
+        return None if self.config is None else EnvSpec.from_config(self.config).native_observation_space()
 
     @property
     def observation_space(self) -> gym.Space:

@@ -190,7 +190,7 @@ def _list() -> int:
 def _eval(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .envs import NormalizeObservation
+    from .envs import EnvSpec, NormalizeObservation
     from .loading import load_run
     from .pipelines.evaluator import evaluate_policy
     from .pipelines.process import component_seed
@@ -204,14 +204,14 @@ def _eval(args: argparse.Namespace) -> int:
     cfg, policy, obs_state = load_run(args.run_dir, args.device, args.which, args.trust_imports)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
     seed = component_seed(cfg.seed, 0, "eval") if args.seed is None else args.seed
+    env = EnvSpec.from_config(cfg)
     if args.video is not None:
         from .video import record_episodes
 
         if not 1 <= args.fps <= 1000:
             raise ZooError(f"--fps must be between 1 and 1000, got {args.fps}")
         written = record_episodes(
-            policy, cfg.env.id, args.video, args.episodes, seed, env_kwargs=dict(cfg.env.kwargs),
-            max_episode_steps=cfg.env.max_episode_steps, normalize_obs=normalize, deterministic=not args.stochastic,
+            policy, env, args.video, args.episodes, seed, normalize_obs=normalize, deterministic=not args.stochastic,
             fmt=args.video_format, fps=args.fps, step_limit=args.step_limit,
         )
         for path, episode_return in written:
@@ -221,9 +221,8 @@ def _eval(args: argparse.Namespace) -> int:
               f"episodes={len(returns)}")
         return 0
     returns = evaluate_policy(
-        policy, cfg.env.id, args.episodes, seed, env_kwargs=dict(cfg.env.kwargs),
-        max_episode_steps=cfg.env.max_episode_steps, normalize_obs=normalize,
-        vector_mode=cfg.pipeline.get("vector_mode", "auto"), step_limit=args.step_limit, render=args.render,
+        policy, env, args.episodes, seed, normalize_obs=normalize, vector_mode=cfg.pipeline.get("vector_mode", "auto"),
+        step_limit=args.step_limit, render=args.render,
         deterministic=not args.stochastic,
     )
     print(f"mean_return={float(np.mean(returns)):.4f} std_return={float(np.std(returns)):.4f} episodes={len(returns)}")

@@ -13,13 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 from easydict import EasyDict
 
 from .config import load_config_file
+from .envs import EnvSpec
 from .errors import ConfigError, RunDirectoryError, ZooError, first_line
 from .pipelines.run_dir import BEST_MODEL_FILE, CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, load_weights_only
-from .registry import POLICY_REGISTRY
+from .policies.build import build_policy
 from .resolve import resolve_config
 
 TRUST_HINT = "if you trust this run directory, pass --trust-imports (zoo.load(..., trust_imports=True))"
@@ -59,8 +59,6 @@ def load_run(
     """
     if which not in ("last", "best"):
         raise ZooError(f"which must be 'last' or 'best', got {which!r}")
-    from .envs import make_env
-
     run_path = Path(run_dir)
     if not (run_path / CONFIG_FILE).is_file():
         raise RunDirectoryError(f"'{run_path}' is not a run directory (no {CONFIG_FILE}): pass a directory under runs/")
@@ -80,13 +78,10 @@ def load_run(
     else:
         state = RunDirectory(run_path).load_checkpoint(separate=False)
     try:
-        env = make_env(cfg.env.id, **dict(cfg.env.kwargs))  # only its spaces are needed
+        observation_space, action_space = EnvSpec.from_config(cfg).spaces()
     except ZooError as exc:
         raise (exc if trust_imports else _hinted(exc, list(cfg.import_names or []))) from None
-    observation_space, action_space = env.observation_space, env.action_space
-    env.close()
-    policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
-    policy = policy_cls(cfg.policy, observation_space, action_space, torch.device(device), acting_only=True)
+    policy = build_policy(cfg, observation_space, action_space, device, acting_only=True)
     try:
         policy.load_state_dict(state["policy"])
     except (KeyError, ValueError, RuntimeError, TypeError) as exc:

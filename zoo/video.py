@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from .envs import make_env
+from .envs import EnvSpec
 from .errors import ConfigError, ZooError
 
 FORMATS = ("mp4", "gif")
@@ -37,8 +37,7 @@ def _writer(fmt: str) -> Any:
 
 
 def record_episodes(
-    policy: Any, env_id: str, directory: str | Path, episodes: int, seed: int, *,
-    env_kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None,
+    policy: Any, spec: EnvSpec, directory: str | Path, episodes: int, seed: int, *,
     normalize_obs: Callable[[Any], np.ndarray] | None = None, deterministic: bool = True, fmt: str = "mp4",
     fps: int = 30, step_limit: int = 100_000,
 ) -> list[tuple[Path, float]]:
@@ -49,12 +48,11 @@ def record_episodes(
     imageio = _writer(fmt)
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
+    env_id = spec.id
     try:
-        env = make_env(env_id, **{**dict(env_kwargs or {}), "render_mode": "rgb_array"})
+        env = spec.make(render_mode="rgb_array")
     except ConfigError as exc:  # e.g. a factory without a render_mode argument
         raise ConfigError(f"env '{env_id}' cannot render frames (render_mode='rgb_array'): {exc}") from None
-    if max_episode_steps is not None:
-        env = gym.wrappers.TimeLimit(env, max_episode_steps)
     written = []
     try:
         for episode in range(episodes):

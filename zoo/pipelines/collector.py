@@ -19,7 +19,7 @@ import torch
 from easydict import EasyDict
 
 from ..data import Rollout, Transitions
-from ..envs import make_vector_env, wrap_vector_env
+from ..envs import EnvSpec, wrap_vector_env
 from ..envs.wrappers import CheckFinite, EpisodeStats, NormalizeObservation, NormalizeReward
 from ..errors import ConfigError, first_line
 from ..policies.base import Policy
@@ -42,9 +42,9 @@ class VectorCollector:
     """Steps ``num_envs`` copies of an env for a policy.
 
     Arguments:
-        env_id, num_envs, seed: what to build (see ``zoo.envs.make_vector_env``); ``seed`` seeds the env and
-            its action space.
-        vector_mode, env_kwargs, max_episode_steps: passed to ``make_vector_env``.
+        env, num_envs, seed: what to build: an ``EnvSpec`` (or an env id, with ``env_kwargs`` and
+            ``max_episode_steps``), ``num_envs`` copies; ``seed`` seeds the env and its action space.
+        vector_mode: see ``zoo.envs.make_vector_env``.
         normalize_obs, normalize_reward, reward_gamma, clip_obs, clip_reward: the normalisation wrappers
             (``reward_gamma`` is the discount of the return whose std scales rewards).
     Attributes:
@@ -54,7 +54,7 @@ class VectorCollector:
 
     def __init__(
         self,
-        env_id: str,
+        env: EnvSpec | str,
         num_envs: int,
         seed: int,
         *,
@@ -67,13 +67,13 @@ class VectorCollector:
         clip_obs: float = 10.0,
         clip_reward: float = 10.0,
     ) -> None:
-        self.env_id = env_id
+        spec = env if isinstance(env, EnvSpec) else EnvSpec(env, dict(env_kwargs or {}), max_episode_steps)
+        self.env_id = spec.id
         self.num_envs = num_envs
         self.seed = seed
-        venv = make_vector_env(env_id, num_envs, seed=seed, mode=vector_mode, env_kwargs=env_kwargs,
-                               max_episode_steps=max_episode_steps)
+        venv = spec.make_vector(num_envs, seed=seed, mode=vector_mode)
         venv, _ = wrap_vector_env(venv, normalize_obs, normalize_reward, reward_gamma, clip_obs, clip_reward,
-                                  check_finite=env_id, episode_info=False)  # nothing here reads the step infos
+                                  check_finite=spec.id, episode_info=False)  # nothing here reads the step infos
         self._attach(venv)
         self.obs: np.ndarray | None = None
         self.pending_reset = np.zeros(num_envs, dtype=bool)
@@ -94,9 +94,9 @@ class VectorCollector:
                 f"set pipeline.reward_gamma (e.g. 0.99)"
             )
         return cls(
-            cfg.env.id, pipe.num_envs, seed, vector_mode=pipe.vector_mode, env_kwargs=dict(cfg.env.kwargs),
-            max_episode_steps=cfg.env.max_episode_steps, normalize_obs=pipe.normalize_obs,
-            normalize_reward=pipe.normalize_reward, reward_gamma=0.99 if reward_gamma is None else reward_gamma,
+            EnvSpec.from_config(cfg), pipe.num_envs, seed, vector_mode=pipe.vector_mode,
+            normalize_obs=pipe.normalize_obs, normalize_reward=pipe.normalize_reward,
+            reward_gamma=0.99 if reward_gamma is None else reward_gamma,
             clip_obs=pipe.clip_obs, clip_reward=pipe.clip_reward,
         )
 

@@ -9,19 +9,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ..envs import make_vector_env
+from ..envs import EnvSpec
 from ..errors import ZooError
 from ..policies.base import Policy
 
 
 def evaluate_policy(
     policy: Policy,
-    env_id: str,
+    env: EnvSpec,
     episodes: int,
     seed: int,
     *,
-    env_kwargs: dict[str, Any] | None = None,
-    max_episode_steps: int | None = None,
     normalize_obs: Callable[[Any], np.ndarray] | None = None,
     vector_mode: str = "auto",
     step_limit: int = 100_000,
@@ -33,7 +31,7 @@ def evaluate_policy(
 
     Arguments:
         policy: acts with ``policy.evaluate`` (``deterministic``) or ``policy.collect``.
-        env_id, env_kwargs, max_episode_steps: the env, as in the run's config.
+        env: the env, as in the run's config (``EnvSpec.from_config``).
         episodes, seed: how many episodes; the envs of the batch starting at episode ``k`` are seeded ``seed + k``.
         normalize_obs: maps raw observations to the policy's inputs with frozen training statistics
             (``VectorCollector.normalize_observation()``, or ``NormalizeObservation.frozen(state)`` for a saved
@@ -42,13 +40,11 @@ def evaluate_policy(
             (an env that never ends would otherwise hang it).
     """
     returns: list[float] = []
-    env_kwargs = dict(env_kwargs or {})
-    if render:
-        env_kwargs["render_mode"] = "human"
+    extra = {"render_mode": "human"} if render else {}
+    env_id = env.id
     while len(returns) < episodes:
         count = min(batch, episodes - len(returns))
-        venv = make_vector_env(env_id, count, seed=seed + len(returns), mode="sync" if render else vector_mode,
-                               env_kwargs=env_kwargs, max_episode_steps=max_episode_steps)
+        venv = env.make_vector(count, seed=seed + len(returns), mode="sync" if render else vector_mode, **extra)
         try:
             obs, _ = venv.reset(seed=seed + len(returns))
             total = np.zeros(count)

@@ -32,6 +32,7 @@ import torch
 from easydict import EasyDict
 
 from ..config import to_plain
+from ..envs import EnvSpec
 from ..errors import NonFiniteError, ZooError, first_line
 from ..plugins import callback_manager
 from ..policies.base import LearnContext, Policy
@@ -271,8 +272,7 @@ class TrainingLoop:
         """Deterministic returns of ``episodes`` episodes of the current policy on fresh envs."""
         cfg = self.cfg
         return evaluate_policy(
-            self.policy, cfg.env.id, episodes, seed, env_kwargs=dict(cfg.env.kwargs),
-            max_episode_steps=cfg.env.max_episode_steps, normalize_obs=self.observation_normalizer(),
+            self.policy, EnvSpec.from_config(cfg), episodes, seed, normalize_obs=self.observation_normalizer(),
             vector_mode=cfg.pipeline.get("vector_mode", "auto"), step_limit=cfg.pipeline.eval_step_limit,
         )
 

@@ -54,10 +54,10 @@ from easydict import EasyDict
 
 from ..config import to_plain
 from ..data import Unroll
-from ..envs import VECTOR_MODES, make_env
+from ..envs import VECTOR_MODES, EnvSpec
 from ..errors import ConfigError, ZooError, first_line
 from ..lifetime import die_with_parent
-from ..registry import POLICY_REGISTRY
+from ..policies.build import build_policy
 from ..sizes import check_memory, check_processes
 from .collector import VectorCollector
 from .loop import IterationAbandoned, TrainingLoop
@@ -168,12 +168,12 @@ class WeightBoard:
                                                                                   strict=True)}
 
 
-def template_unroll(cfg: EasyDict, policy_cls: type, observation_space: gym.Space, action_space: gym.Space) -> Unroll:
+def template_unroll(cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space) -> Unroll:
     """An unroll of the shapes and dtypes the config's actors produce (zeros), from an acting-only policy's
     ``collect`` on sampled observations; the global RNGs are left as they were."""
     pipe = cfg.pipeline
     with torch.random.fork_rng(devices=[]):
-        actor = policy_cls(cfg.policy, observation_space, action_space, torch.device("cpu"), acting_only=True)
+        actor = build_policy(cfg, observation_space, action_space, "cpu", acting_only=True)
         obs = torch.as_tensor(np.stack([observation_space.sample() for _ in range(pipe.num_envs)]),
                               dtype=torch.float32)
         out = actor.collect(obs)
@@ -194,8 +194,7 @@ def actor_collector(cfg: EasyDict, actor: int, incarnation: int) -> VectorCollec
     start."""
     pipe = cfg.pipeline
     seed = component_seed(cfg.seed, actor + 1, "env", incarnation)
-    return VectorCollector(cfg.env.id, pipe.num_envs, seed, vector_mode=pipe.vector_mode,
-                           env_kwargs=dict(cfg.env.kwargs), max_episode_steps=cfg.env.max_episode_steps)
+    return VectorCollector(EnvSpec.from_config(cfg), pipe.num_envs, seed, vector_mode=pipe.vector_mode)
 
 
 def actor_main(
@@ -223,9 +222,7 @@ def actor_main(
         torch.manual_seed(component_seed(cfg.seed, actor + 1, "torch", incarnation))
         np.random.seed(component_seed(cfg.seed, actor + 1, "numpy", incarnation))
         collector = actor_collector(cfg, actor, incarnation)
-        policy = POLICY_REGISTRY.get(cfg.policy.type)(
-            cfg.policy, collector.observation_space, collector.action_space, torch.device("cpu"), acting_only=True
-        )
+        policy = build_policy(cfg, collector.observation_space, collector.action_space, "cpu", acting_only=True)
         conn.send(("ready",))
         steps = cfg.pipeline.unroll_length
         version = -1
@@ -556,13 +553,9 @@ class ParallelAsyncPipeline(TrainingLoop):
                 f"pipeline.queue_size ({pipe.queue_size}) is smaller than pipeline.batch_unrolls "
                 f"({pipe.batch_unrolls}): the learner could never fill a batch; raise queue_size"
             )
-        env = make_env(cfg.env.id, **dict(cfg.env.kwargs))  # the spaces, checked before any actor starts
-        observation_space, action_space = env.observation_space, env.action_space
-        env.close()
-        policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
-        policy_cls.check_spaces(observation_space, action_space)
-        self.policy = policy_cls(cfg.policy, observation_space, action_space, self.device)
-        template = template_unroll(cfg, policy_cls, observation_space, action_space)
+        observation_space, action_space = EnvSpec.from_config(cfg).spaces()  # checked before any actor starts
+        self.policy = build_policy(cfg, observation_space, action_space, self.device)
+        template = template_unroll(cfg, observation_space, action_space)
         specs = UnrollSlots.specs(template)
         per_slot = sum(math.prod(shape) * torch.empty((), dtype=dtype).element_size()
                        for shape, dtype in specs.values())

@@ -32,9 +32,9 @@ import torch
 import torch.distributed as dist
 from easydict import EasyDict
 
-from ..envs import make_env
+from ..envs import EnvSpec
 from ..errors import ZooError, first_line
-from ..registry import POLICY_REGISTRY
+from ..policies.build import build_policy
 from .loop import IterationAbandoned
 from .parallel_async import ActorError, UnrollSlots, WeightBoard, actor_collector, template_unroll, unroll_fields
 from .process import component_seed
@@ -146,11 +146,8 @@ class Heartbeats:
 
 
 def _layout(cfg: EasyDict) -> tuple[Any, Any, dict[str, tuple[tuple[int, ...], torch.dtype]]]:
-    env = make_env(cfg.env.id, **dict(cfg.env.kwargs))
-    observation_space, action_space = env.observation_space, env.action_space
-    env.close()
-    policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
-    template = template_unroll(cfg, policy_cls, observation_space, action_space)
+    observation_space, action_space = EnvSpec.from_config(cfg).spaces()
+    template = template_unroll(cfg, observation_space, action_space)
     return observation_space, action_space, UnrollSlots.specs(template)
 
 
@@ -302,8 +299,7 @@ def remote_actor_main(cfg: EasyDict) -> dict[str, Any]:
     observation_space, action_space, specs = _layout(cfg)
     packer = UnrollPacker(specs, max_episodes(cfg))
     packet = packer.empty()
-    policy = POLICY_REGISTRY.get(cfg.policy.type)(cfg.policy, observation_space, action_space,
-                                                  torch.device("cpu"), acting_only=True)
+    policy = build_policy(cfg, observation_space, action_space, "cpu", acting_only=True)
     template = policy.actor_state_dict()
     names, shapes = list(template), [tuple(t.shape) for t in template.values()]
     reply = torch.zeros(1 + sum(t.numel() for t in template.values()), dtype=torch.float64)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from ..envs import VECTOR_MODES
-from ..registry import POLICY_REGISTRY
+from ..policies.build import build_policy, policy_class
 from .collector import VectorCollector
 from .loop import TrainingLoop
 
@@ -49,14 +49,13 @@ class VectorEnvPipeline(TrainingLoop):
 
     def build(self) -> None:
         cfg, pipe = self.cfg, self.cfg.pipeline
-        policy_cls = POLICY_REGISTRY.get(cfg.policy.type)
         reward_gamma = pipe.reward_gamma if pipe.reward_gamma is not None else cfg.policy.get("gamma")
         self.collector = VectorCollector.from_config(cfg, self.seeds["env"], reward_gamma)
         try:
             obs_space, action_space = self.collector.observation_space, self.collector.action_space
-            policy_cls.check_spaces(obs_space, action_space)
+            policy_class(cfg).check_spaces(obs_space, action_space)  # before the sizes: the clearer refusal first
             self.check_sizes(obs_space, action_space)
-            self.policy = policy_cls(cfg.policy, obs_space, action_space, self.device)
+            self.policy = build_policy(cfg, obs_space, action_space, self.device)
             self.build_buffers(obs_space, action_space)
         except BaseException:
             self.collector.close()

@@ -1,0 +1,67 @@
+"""``EnvSpec``: the ``env`` section of a config, as the one object everything that builds an env goes through.
+
+Training, actors, evaluation, ``zoo eval``, ``zoo.load`` and videos all build their envs from a spec: the id
+(a zoo registry name or a gymnasium id), its keyword arguments and the episode time limit, applied the same way
+everywhere. ``spaces()`` builds one env to read its (flattened) observation and action spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from .factory import make_env, make_vector_env
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """An env to build: ``id``, ``kwargs`` (for the factory or ``gym.make``) and ``max_episode_steps`` (a time
+    limit, truncation; None: the env's own).
+
+    Examples:
+        >>> spec = EnvSpec("CartPole-v1", max_episode_steps=200)
+        >>> venv = spec.make_vector(8, seed=0)
+        >>> observation_space, action_space = spec.spaces()
+    """
+
+    id: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> EnvSpec:
+        """The spec of a resolved config's ``env`` section."""
+        env = cfg["env"]
+        return cls(env["id"], dict(env.get("kwargs") or {}), env.get("max_episode_steps"))
+
+    def make(self, **extra_kwargs: Any) -> gym.Env:
+        """One env, time limit applied; ``extra_kwargs`` (e.g. ``render_mode``) join the spec's kwargs."""
+        env = make_env(self.id, **{**self.kwargs, **extra_kwargs})
+        if self.max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, self.max_episode_steps)
+        return env
+
+    def make_vector(self, num_envs: int, seed: int | None = None, mode: str = "auto",
+                    **extra_kwargs: Any) -> gym.vector.VectorEnv:
+        """A NEXT_STEP-autoreset vector env of ``num_envs`` copies (see ``make_vector_env``)."""
+        return make_vector_env(self.id, num_envs, seed=seed, mode=mode,
+                               env_kwargs={**self.kwargs, **extra_kwargs}, max_episode_steps=self.max_episode_steps)
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """The observation space (flattened into a Box where the env's is not one) and the action space."""
+        env = make_env(self.id, **self.kwargs)  # built each time: spaces carry RNGs that callers must not share
+        try:
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+
+    def native_observation_space(self) -> gym.Space | None:
+        """The env's own observation space where zoo flattens it (Dict, Tuple, Discrete...), else None."""
+        env = make_env(self.id, **self.kwargs)
+        try:
+            return env.env.observation_space if isinstance(env, gym.wrappers.FlattenObservation) else None
+        finally:
+            env.close()
