@@ -44,8 +44,8 @@ import torch.distributed as dist
 from easydict import EasyDict
 
 from .config import to_plain
-from .errors import ConfigError, ZooError, first_line
-from .lifetime import die_with_parent, stop_when_parent_dies
+from .errors import ConfigError, ZooError
+from .lifetime import die_with_parent, exit_cause, failure_line, stop_when_parent_dies
 from .pipelines.signals import StopSignals
 from .plugins import import_modules, load_plugins
 from .registry import PIPELINE_REGISTRY
@@ -163,13 +163,6 @@ def join_from_environment(cfg: EasyDict) -> None:
     _destroy_at_exit()
 
 
-def _one_line(error: BaseException) -> str:
-    detail = first_line(error, 300)
-    if isinstance(error, ZooError) or not str(error).strip():
-        return detail
-    return f"{type(error).__name__}: {detail}"
-
-
 def _is_peer_error(error: BaseException) -> bool:
     if isinstance(error, ZooError):
         return False
@@ -211,7 +204,7 @@ def worker_main() -> None:
         if os.environ.get("ZOO_DEBUG"):
             traceback.print_exc()
         try:
-            conn.send(("failed", _one_line(error), _is_peer_error(error)))
+            conn.send(("failed", failure_line(error), _is_peer_error(error)))
         except OSError:
             pass
         code = 1
@@ -324,9 +317,9 @@ class _Supervisor:
                 code = process.poll()
                 if code is not None and code != 0 and not any(failed == rank for failed, _, _ in self.failures):
                     if code < 0:
-                        self.failures.append((rank, f"was killed by {signal.Signals(-code).name}", False))
+                        self.failures.append((rank, exit_cause(code), False))
                     elif code != 130 or self.signal is None:
-                        self.failures.append((rank, f"exited with code {code}", True))
+                        self.failures.append((rank, exit_cause(code), True))
             exited = any(process.poll() not in (None, 0) for process in self.processes)
             if (self.failures or self.signal is not None and exited) and stop_deadline is None:
                 # The others fail on their own at their next collective (its peer is gone): give them a moment.

@@ -1,7 +1,9 @@
-"""Process lifetime: a child process that must not outlive the process that started it.
+"""Child processes: they must not outlive the process that started it, and their failures reach it as one line.
 
-Below every floor that starts processes (env workers, DPPO workers, IMPALA actors, torchrun ranks): it imports
-nothing of zoo's.
+Below every floor that starts processes (env workers, DPPO workers, IMPALA actors, torchrun ranks); it imports
+only zoo's errors. The one protocol every supervisor of zoo's children follows (DPPO's launcher, IMPALA's actor
+pool): a child that fails sends ``("failed", failure_line(error), flag)`` over its pipe and exits; a child that
+dies without a word is described from its exit code by ``exit_cause``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,27 @@ import os
 import signal
 import threading
 import time
+
+from .errors import ZooError, first_line
+
+
+def failure_line(error: BaseException, limit: int = 300) -> str:
+    """What a child reports of ``error``: zoo's own errors as they read, others with their type
+    (``RuntimeError: ...``), one line."""
+    detail = first_line(error, limit)
+    if isinstance(error, ZooError) or not str(error).strip():
+        return detail
+    return f"{type(error).__name__}: {detail}"
+
+
+def exit_cause(code: int | None) -> str:
+    """A child that ended without reporting, by its exit code: "was killed by SIGKILL", "exited with code 1"."""
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def die_with_parent(signum: int = signal.SIGTERM) -> None:
