@@ -27,6 +27,7 @@ from .resolve import BASE_CONFIG, BASE_RANGES, FROZEN_KEYS, build_pipeline, reso
 from .resume import resume as _resume
 from .resume import resume_config
 from .rl_utils.distributed import world_info
+from .run.observers import run_observers
 
 __all__ = ["BASE_CONFIG", "BASE_RANGES", "FROZEN_KEYS", "build_pipeline", "ensure_logging", "load_run",
            "resolve_config", "run_worker", "train"]
@@ -142,7 +143,8 @@ def run_worker(
                 run_dir.write_config(cfg)
                 if on_run_dir is not None:
                     on_run_dir(run_path)
-            pipeline.save(run_dir)  # iteration 0: a run killed at once can still be resumed
+            pipeline.observers = run_observers(cfg, run_dir)
+            pipeline.save()  # iteration 0: a run killed at once can still be resumed
         except BaseException:
             if run_dir is not None:
                 run_dir.unlock()
@@ -151,7 +153,7 @@ def run_worker(
                     shutil.rmtree(runs_root, ignore_errors=True)
             raise
         try:
-            summary = pipeline.run(run_dir)
+            summary = pipeline.run()
         finally:
             if run_dir is not None:
                 run_dir.unlock()

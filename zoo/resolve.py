@@ -170,7 +170,7 @@ def build_pipeline(cfg: EasyDict) -> TrainingLoop:
     """The pipeline named by ``cfg.pipeline.type``, built (envs and policy) but not run; in a worker of a
     multi-process pipeline, with this process's rank and the world size of its process group."""
     rank, world_size = world_info()
-    return PIPELINE_REGISTRY.get(cfg.pipeline.type)(cfg, rank, world_size)
+    return PIPELINE_REGISTRY.get(cfg.pipeline.type).create(cfg, rank, world_size)
 
 
 def config_differences(reference: Mapping[str, Any], other: Mapping[str, Any], prefix: str = "") -> list[str]:

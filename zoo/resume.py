@@ -31,6 +31,7 @@ from .pipelines.metrics_files import METRICS_JSONL, repair_rows, rows_for_resume
 from .pipelines.run_dir import CHECKPOINT_FILE, CONFIG_FILE, LOCK_FILE, RunDirectory
 from .resolve import build_pipeline, check_frozen, config_differences, resolve_config
 from .rl_utils.distributed import world_info
+from .run.observers import run_observers
 
 log = logging.getLogger("zoo")
 REPAIR_HINT = "resume with --repair to restore config.yaml from the checkpoint"
@@ -148,15 +149,16 @@ def resume(run_path: Path, cfg: EasyDict, rank: int, on_run_dir: Callable[[Path]
             if run_dir is not None:
                 run_dir.clean_temporaries((state or {}).get("separate_files", {}).values())
                 run_dir.rewrite_metrics(rows)
+            pipeline.observers = run_observers(cfg, run_dir)
             if changed:
                 pipeline.config_replaced = None if state is None else state.get("config")
-                pipeline.save(run_dir, separate_unchanged=True)
+                pipeline.save(separate_unchanged=True)
                 pipeline.config_replaced = None
             if run_dir is not None:
                 run_dir.write_config(cfg)
                 if on_run_dir is not None:
                     on_run_dir(run_path)
-            summary = pipeline.run(run_dir)
+            summary = pipeline.run()
         finally:
             pipeline.close()
     finally:

@@ -33,14 +33,15 @@ from easydict import EasyDict
 
 from ..config import to_plain
 from ..envs import EnvSpec
-from ..errors import NonFiniteError, ZooError, first_line
-from ..plugins import callback_manager
+from ..errors import NonFiniteError
 from ..policies.base import LearnContext, Policy
 from .evaluator import evaluate_policy
-from .process import component_seed, rng_state, set_rng_state, setup_process
-from .progress import Progress
-from .run_dir import CHECKPOINT_FORMAT, RunDirectory
+from .observers import Observer
+from .process import rng_state, set_rng_state, setup_process
 from .signals import StopSignals
+
+# The version of the checkpoint layout (``state_dict``); a checkpoint of another format is refused on resume.
+CHECKPOINT_FORMAT = 2
 
 log = logging.getLogger("zoo")
 
@@ -97,8 +98,15 @@ class TrainingLoop:
         self.saved_iteration: int | None = None
         self._signals: StopSignals | None = None  # while ``run`` is active
         self.config_replaced: dict[str, Any] | None = None  # see ``state_dict``
+        self.observers: list[Observer] = []  # see ``zoo.pipelines.observers``
         self.policy: Policy
-        self.build()
+
+    @classmethod
+    def create(cls, cfg: EasyDict, rank: int = 0, world_size: int = 1) -> TrainingLoop:
+        """Construct and ``build``: two steps, so that ``build`` runs once the subclass's ``__init__`` is done."""
+        loop = cls(cfg, rank, world_size)
+        loop.build()
+        return loop
 
     # -- what a pipeline implements -----------------------------------------------------------------------
     def build(self) -> None:
@@ -217,32 +225,25 @@ class TrainingLoop:
         set_rng_state(state["rng"])
         self.saved_iteration = self.iteration
 
-    def save(self, run_dir: RunDirectory, final: bool = False, separate_unchanged: bool = False) -> None:
-        """Write the checkpoint (and, when ``final``, model.pt); only rank 0 writes files.
+    def model_state(self) -> dict[str, Any]:
+        """What acting needs (``zoo eval``, ``zoo.load``): the policy's weights and the observation normaliser."""
+        return {"format": CHECKPOINT_FORMAT, "policy": self.policy.state_dict(),
+                "obs_normalizer": self.observation_normalizer_state()}
 
-        Every rank calls it at the same points: a multi-process pipeline's ``state_dict`` gathers the workers'
-        parts on rank 0. ``run_dir`` may be None on the other ranks. ``separate_unchanged``: the separately saved
-        components are as their files on disk hold them (just restored): the files are kept, not written again.
+    def save(self, final: bool = False, separate_unchanged: bool = False) -> None:
+        """Checkpoint: the whole state goes to the observers' ``checkpoint`` (the run directory writes it, and
+        model.pt when ``final``). Every rank calls it at the same points: a multi-process pipeline's
+        ``state_dict`` gathers the workers' parts on rank 0. ``separate_unchanged``: the separately saved
+        components are as their files on disk hold them (just restored), which are kept, not written again.
         """
         state = self.state_dict()
-        if self.rank != 0:
-            self.saved_iteration = self.iteration
-            return
-        run_dir.save_checkpoint(state, self.separate_components(), separate_unchanged)
-        if final:
-            run_dir.save_model({"format": CHECKPOINT_FORMAT, "policy": state["policy"],
-                                "obs_normalizer": state["obs_normalizer"]})
+        if self.rank == 0:
+            self.emit("checkpoint", state=state, final=final, separate_unchanged=separate_unchanged)
         self.saved_iteration = self.iteration
 
-    def _keep_best(self, run_dir: RunDirectory, eval_return: float) -> None:
-        # Rank 0 only, right after an evaluation: best_model.pt holds the weights of the best eval mean so far.
-        if self.best_eval_return is not None and eval_return <= self.best_eval_return:
-            return
-        self.best_eval_return = eval_return
-        run_dir.save_best_model({"format": CHECKPOINT_FORMAT, "policy": self.policy.state_dict(),
-                                 "obs_normalizer": self.observation_normalizer_state(),
-                                 "eval_return_mean": eval_return, "iteration": self.iteration,
-                                 "env_steps": self.env_steps})
+    def emit(self, event: str, **payload: Any) -> list[Any]:
+        """Call ``event`` (see ``zoo.pipelines.observers``) on every observer, in order; their answers."""
+        return [getattr(observer, event)(self, **payload) for observer in self.observers]
 
     # -- the loop -----------------------------------------------------------------------------------------
     def _stop_target(self) -> float | None:
@@ -289,123 +290,61 @@ class TrainingLoop:
             "eval_return_mean": self.last_eval_return,
         }
 
-    def run(self, run_dir: RunDirectory | None) -> dict[str, Any]:
+    def run(self) -> dict[str, Any]:
         """Train until the budget, ``stop_return`` or a stop signal; save; return the summary.
 
-        The summary's ``reason`` is ``max_env_steps``, ``stop_return``, ``callback`` (a plugin's ``should_stop``)
-        or ``interrupted`` (with ``exit_code`` 128 + signal). Plugins' callback hooks (``zoo.hookspecs``) are
-        called on rank 0. A non-finite loss, gradient or env output raises NonFiniteError naming the iteration;
-        the checkpoint on disk is then the last consistent one.
+        The summary's ``reason`` is ``max_env_steps``, ``stop_return``, ``callback`` (an observer's
+        ``should_stop``) or ``interrupted`` (with ``exit_code`` 128 + signal). ``self.observers`` hear every row,
+        evaluation and checkpoint (rank 0). A non-finite loss, gradient or env output raises NonFiniteError naming
+        the iteration; the checkpoint on disk is then the last consistent one.
         """
         pipe = self.cfg.pipeline
-        primary = self.rank == 0
-        show = self.cfg.get("logger", {}).get("progress", True)
-        progress = Progress(pipe.max_env_steps, pipe.log_every_s) if primary and show else None
-        if self.saved_iteration is None:
-            self.save(run_dir)  # a run killed at once can still be resumed
-        scalars = _tensorboard(run_dir, self.env_steps) if primary and self.cfg.get("logger", {}).get(
-            "tensorboard") else None
-        manager = callback_manager(list(self.cfg.get("import_names") or [])) if primary else None
-        hooks = _Callbacks(manager, self.cfg, run_dir) if manager is not None else None
-        start = time.perf_counter() - self.elapsed
-        reason, current = None, self.iteration + 1
-        with StopSignals() as signals:
-            self._signals = signals
-            try:
-                while reason is None:
-                    if self.env_steps >= pipe.max_env_steps:  # the same counters on every process
-                        reason = "max_env_steps"
-                        break
-                    current = self.iteration + 1
-                    try:
-                        metrics = self.iterate()
-                    except IterationAbandoned:
-                        reason = "interrupted"
-                        break
-                    self.iteration = current
-                    self.elapsed = time.perf_counter() - start
-                    row = self._row(metrics)
-                    if primary and pipe.eval_every and self.iteration % pipe.eval_every == 0:
-                        seed = component_seed(self.cfg.seed, self.rank, "eval", self.iteration)
-                        returns = self.evaluate(pipe.eval_episodes, seed)
-                        row.update(eval_return_mean=float(np.mean(returns)), eval_return_std=float(np.std(returns)))
-                        self._keep_best(run_dir, row["eval_return_mean"])
-                        self.last_eval_return = row["eval_return_mean"]
-                        if hooks is not None:
-                            hooks.call("on_evaluation", returns=[float(r) for r in returns], row=row)
-                    if primary:
-                        run_dir.append_metrics(row)
-                        if scalars is not None:
-                            for key, value in row.items():
-                                if value is not None and key not in ("iteration", "env_steps"):
-                                    scalars.add_scalar(key, value, self.env_steps)
-                        if progress is not None:
-                            progress.update(self.env_steps, row)
-                        if log.isEnabledFor(logging.DEBUG):
-                            log.debug("row %s", row)
-                    wanted = False
-                    if hooks is not None:
-                        hooks.call("on_metrics_row", row=row)
-                        wanted = any(answer is True for answer in hooks.call("should_stop", row=row))
-                    solved, interrupted, wanted = self.agree(self._solved(), signals.received is not None, wanted)
-                    if solved:
-                        reason, self.reached_stop_return = "stop_return", pipe.stop_return
-                    elif interrupted:
-                        reason = "interrupted"
-                    elif wanted:
-                        reason = "callback"
-                    elif pipe.checkpoint_every and self.iteration % pipe.checkpoint_every == 0:
-                        if scalars is not None:  # the events cover at least what the checkpoint covers
-                            scalars.flush()
-                        self.save(run_dir)
-            except NonFiniteError as exc:
-                saved = "none" if self.saved_iteration is None else f"iteration {self.saved_iteration}"
-                raise NonFiniteError(
-                    f"stopped at iteration {current}: {exc}; the last checkpoint ({saved}) is kept: "
-                    f"lower {self._learning_rate_keys()} or check the env's rewards and observations"
-                ) from None
-            finally:
-                self._signals = None
-                if progress is not None:
-                    progress.close()
-                if scalars is not None:
-                    scalars.close()
-        self.save(run_dir, final=reason != "interrupted")
-        summary = self.summary(reason)
-        if reason == "interrupted":
-            summary["exit_code"] = signals.exit_code
-        if hooks is not None:
-            hooks.call("on_run_end", summary={**summary, "run_dir": hooks.run_dir})
-        return summary
-
-
-class _Callbacks:
-    """The plugins' callback hooks, called with the run directory and config; a failing one is a ZooError."""
-
-    def __init__(self, manager: Any, cfg: EasyDict, run_dir: RunDirectory | None) -> None:
-        self.hooks = manager.hook
-        self.cfg = to_plain(cfg)
-        self.run_dir = None if run_dir is None else str(run_dir.path)
-
-    def call(self, name: str, **kwargs: Any) -> list[Any]:
-        extra = {"run_dir": self.run_dir} if name != "should_stop" else {}
         try:
-            return getattr(self.hooks, name)(**kwargs, **extra, cfg=self.cfg)
-        except Exception as exc:
-            raise ZooError(f"a plugin's {name} callback failed: {type(exc).__name__}: {first_line(exc, 200)}; "
-                           f"the last checkpoint is kept: fix or remove that plugin") from None
-
-
-def _tensorboard(run_dir: RunDirectory, env_steps: int) -> Any:
-    """A SummaryWriter on ``RUN/tensorboard`` (x axis: env steps). Events past ``env_steps`` (written after the
-    checkpoint a resumed run starts from) are purged, as the metrics rows are."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    # TensorBoard reads a folder's event files in name order, "events.out.tfevents.<seconds>.<host>.<pid>": a
-    # session started in the same second as an earlier one could sort before it. Wait for the next second then.
-    folder = run_dir.root / "tensorboard"  # the locked directory, wherever it was moved
-    stamps = [int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*") if p.name.split(".")[3].isdigit()]
-    while stamps and max(stamps) >= int(time.time()):
-        time.sleep(0.05)
-    return SummaryWriter(str(folder), purge_step=env_steps + 1 if env_steps else None)
-
+            self.emit("start")
+            if self.saved_iteration is None:
+                self.save()  # a run killed at once can still be resumed
+            start = time.perf_counter() - self.elapsed
+            reason, current = None, self.iteration + 1
+            with StopSignals() as signals:
+                self._signals = signals
+                try:
+                    while reason is None:
+                        if self.env_steps >= pipe.max_env_steps:  # the same counters on every process
+                            reason = "max_env_steps"
+                            break
+                        current = self.iteration + 1
+                        try:
+                            metrics = self.iterate()
+                        except IterationAbandoned:
+                            reason = "interrupted"
+                            break
+                        self.iteration = current
+                        self.elapsed = time.perf_counter() - start
+                        row = self._row(metrics)
+                        self.emit("row", row=row)
+                        wanted = any(answer is True for answer in self.emit("should_stop", row=row))
+                        solved, interrupted, wanted = self.agree(self._solved(), signals.received is not None, wanted)
+                        if solved:
+                            reason, self.reached_stop_return = "stop_return", pipe.stop_return
+                        elif interrupted:
+                            reason = "interrupted"
+                        elif wanted:
+                            reason = "callback"
+                        elif pipe.checkpoint_every and self.iteration % pipe.checkpoint_every == 0:
+                            self.save()
+                except NonFiniteError as exc:
+                    saved = "none" if self.saved_iteration is None else f"iteration {self.saved_iteration}"
+                    raise NonFiniteError(
+                        f"stopped at iteration {current}: {exc}; the last checkpoint ({saved}) is kept: "
+                        f"lower {self._learning_rate_keys()} or check the env's rewards and observations"
+                    ) from None
+                finally:
+                    self._signals = None
+            self.save(final=reason != "interrupted")
+            summary = self.summary(reason)
+            if reason == "interrupted":
+                summary["exit_code"] = signals.exit_code
+            self.emit("end", summary=summary)
+            return summary
+        finally:
+            self.emit("close")
