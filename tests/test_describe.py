@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import zoo.resolve as experiment
+import zoo.config.resolve as experiment
 from zoo.describe import describe, key_docs
 from zoo.errors import ZooError
 from zoo.plugins import load_plugins
@@ -21,10 +21,27 @@ def test_every_key_of_every_builtin_policy_and_pipeline_has_a_meaning():
         for name, cls, _ in registry.items():
             docs = key_docs(cls)
             assert [key for key in cls.default_config if not docs.get(key)] == [], name
-    docs = key_docs(experiment)
+    docs = experiment.BASE_DOCS
     top = [key for key, value in experiment.BASE_CONFIG.items() if not isinstance(value, dict)]
-    sections = [*experiment.BASE_CONFIG["env"], *experiment.BASE_CONFIG["logger"]]
+    sections = [f"{section}.{key}" for section in ("env", "logger") for key in experiment.BASE_CONFIG[section]]
     assert [key for key in [*top, *sections] if not docs.get(key)] == []
+
+
+def test_meanings_come_from_the_declared_schema_without_the_sources(monkeypatch):
+    """An installed wheel may ship without sources (or with them stripped): the table still has every meaning."""
+    import inspect
+
+    def no_source(obj):
+        raise OSError("no source")
+
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    load_plugins()
+    for registry in (POLICY_REGISTRY, PIPELINE_REGISTRY):
+        for name, cls, source in registry.items():
+            if source == "built-in":
+                docs = key_docs(cls)
+                assert [key for key in cls.default_config if not docs.get(key)] == [], name
+    assert "the budget: env steps" in describe("ppo")
 
 
 def _line(text: str, key: str) -> list[str]:

@@ -1,8 +1,8 @@
 """``zoo config POLICY [--pipeline P]``: every config key with its default, allowed values and meaning.
 
-Everything comes from the classes themselves: the defaults from ``default_config``, the bounds from
-``config_ranges``, the choices from ``config_choices``, and the meaning from the comment written beside the key
-in the class's ``default_config`` (or ``common_config``) source, the most derived class that comments it winning.
+Everything comes from the classes' declared schema (``zoo.config.schema.Field``: default, range or choices,
+meaning), so it works from an installed wheel. For a plugin class that declares plain ``default_config`` values
+instead, the meaning is the comment written beside the key in its source (when the source is there).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ _KEY_COMMENT = re.compile(r"""^\s*["'](\w+)["']\s*:\s*[^#]*#\s*(.+?)\s*$""")
 
 
 def key_docs(owner: Any) -> dict[str, str]:
-    """The comment beside each key in the ``default_config``/``common_config`` blocks of ``owner``'s classes."""
+    """The meaning of each key of ``owner``'s section: its declared ``Field`` docs, else the comment beside the key
+    in the ``default_config``/``common_config`` blocks of its classes' source."""
+    declared = getattr(owner, "config_docs", None)
     docs: dict[str, str] = {}
     classes = reversed(owner.__mro__) if isinstance(owner, type) else [owner]
     for klass in classes:
@@ -40,7 +42,7 @@ def key_docs(owner: Any) -> dict[str, str]:
             if match:
                 docs[match.group(1)] = match.group(2)
             depth += code.count("{") - code.count("}")
-    return docs
+    return {**docs, **(declared or {})}
 
 
 def _number(value: float) -> str:
@@ -62,8 +64,8 @@ def _allowed(key: str, value: Any, ranges: dict[str, Any], choices: dict[str, An
 
 
 def _section(title: str, owner: Any, defaults: dict[str, Any], ranges: dict[str, Any] | None = None,
-             choices: dict[str, Any] | None = None) -> list[str]:
-    docs = key_docs(owner)
+             choices: dict[str, Any] | None = None, docs: dict[str, str] | None = None) -> list[str]:
+    docs = key_docs(owner) if docs is None else docs
     ranges = ranges if ranges is not None else getattr(owner, "config_ranges", {}) or {}
     choices = choices if choices is not None else getattr(owner, "config_choices", {}) or {}
     lines = [f"[{title}]"]
@@ -76,8 +78,8 @@ def _section(title: str, owner: Any, defaults: dict[str, Any], ranges: dict[str,
 
 def describe(policy: str, pipeline: str | None = None) -> str:
     """The text ``zoo config`` prints (see the module docstring)."""
+    from .config.resolve import BASE_CONFIG, BASE_DOCS, BASE_RANGES
     from .plugins import load_plugins
-    from .resolve import BASE_CONFIG
 
     load_plugins()
     policy_cls = POLICY_REGISTRY.get(policy)
@@ -87,17 +89,17 @@ def describe(policy: str, pipeline: str | None = None) -> str:
         raise ConfigError(f"policy '{policy}' does not run on pipeline '{pipeline}': it supports "
                           f"{', '.join(supported)}")
     pipeline_cls = PIPELINE_REGISTRY.get(pipeline)
-    import zoo.resolve as experiment
-
     top = {key: value for key, value in BASE_CONFIG.items() if not isinstance(value, dict)}
     lines = [f"policy {policy} ({policy_cls.__module__}.{policy_cls.__qualname__}) on pipeline {pipeline} "
              f"({pipeline_cls.__module__}.{pipeline_cls.__qualname__}); runs on: {', '.join(supported)}",
              "key                      default        allowed                    meaning"]
-    ranges = experiment.BASE_RANGES
-    lines += _section("top level", experiment, top, {k: v for k, v in ranges.items() if "." not in k}, {})
-    lines += _section("env", experiment, BASE_CONFIG["env"],
-                      {k.split(".", 1)[1]: v for k, v in ranges.items() if k.startswith("env.")}, {})
-    lines += _section("logger", experiment, BASE_CONFIG["logger"], {}, {})
+    def within(section: str, table: dict[str, Any]) -> dict[str, Any]:
+        return {k.split(".", 1)[1]: v for k, v in table.items() if k.startswith(f"{section}.")}
+
+    lines += _section("top level", None, top, {k: v for k, v in BASE_RANGES.items() if "." not in k}, {}, BASE_DOCS)
+    for section in ("env", "logger"):
+        lines += _section(section, None, BASE_CONFIG[section], within(section, BASE_RANGES), {},
+                          within(section, BASE_DOCS))
     lines += _section(f"policy (type={policy})", policy_cls, dict(policy_cls.default_config))
     lines += _section(f"pipeline (type={pipeline})", pipeline_cls, dict(pipeline_cls.default_config))
     return "\n".join(lines)

@@ -16,53 +16,52 @@ from typing import Any
 import torch
 from easydict import EasyDict
 
-from .config import (
+from ..errors import ConfigError
+from ..plugins import import_modules, load_plugins
+from ..registry import PIPELINE_REGISTRY, POLICY_REGISTRY
+from .checks import (
     Range,
     apply_overrides,
     check_choices,
+    check_exp_name,
     check_finite_numbers,
     check_ranges,
     deep_merge,
-    to_plain,
     validate_keys_and_types,
 )
-from .errors import ConfigError
-from .pipelines.loop import TrainingLoop
-from .pipelines.run_dir import CONFIG_FILE, check_exp_name
-from .plugins import import_modules, load_plugins
-from .registry import PIPELINE_REGISTRY, POLICY_REGISTRY
-from .rl_utils.distributed import world_info
+from .files import to_plain
+from .schema import Field, derived, plain_defaults
 
-BASE_CONFIG: dict[str, Any] = {
-    "exp_name": "run",  # the run directory's name under runs_dir (made unique: name_2, name_3...)
-    "seed": 0,  # every random stream of the run derives from it
-    "device": "cpu",  # cpu, cuda or cuda:N
-    "torch_threads": 1,  # torch intra-op threads (1 is fastest for small networks on CPU)
-    "runs_dir": "runs",  # where run directories are created
-    "import_names": [],  # modules to import first (your registered policies, envs, callbacks)
-    # Directories searched for import_names (relative ones from the config file's folder); the config file's
-    # own folder is added when resolving, as an absolute path, so a run's config.yaml finds them again.
-    "import_paths": [],  # folders searched for import_names (the config file's own is added)
-    "env": {
-        "id": "CartPole-v1",  # a gymnasium id (module:EnvId imports module first) or a name in zoo's env registry
-        "kwargs": {},  # keyword arguments for gymnasium.make or the registered factory
-        "max_episode_steps": None,  # a time limit (truncation) on every episode; None: the env's own
-    },
+# The keys every config has besides the policy's and the pipeline's sections (see zoo.config.schema).
+BASE_FIELDS: dict[str, Any] = {
+    "exp_name": Field("run", "the run directory's name under runs_dir (made unique: name_2, name_3...)",
+                      frozen=True),
+    "seed": Field(0, "every random stream of the run derives from it", range=Range(0, 2**63 - 1), frozen=True),
+    "device": Field("cpu", "cpu, cuda or cuda:N"),
+    "torch_threads": Field(1, "torch intra-op threads (1 is fastest for small networks on CPU)", range=(1, 1024)),
+    "runs_dir": Field("runs", "where run directories are created"),
+    "import_names": Field([], "modules to import first (your registered policies, envs, callbacks)"),
+    # The config file's own folder is added when resolving, as an absolute path, so that a run's config.yaml
+    # finds the modules again.
+    "import_paths": Field([], "folders searched for import_names (the config file's own is added)"),
+    "env.id": Field("CartPole-v1", "a gymnasium id (module:EnvId imports module first) or a name in zoo's env "
+                    "registry", frozen=True),
+    "env.kwargs": Field({}, "keyword arguments for gymnasium.make or the registered factory", frozen=True),
+    "env.max_episode_steps": Field(None, "a time limit (truncation) on every episode; None: the env's own",
+                                   type=int, range=Range(1, None, integer=True), frozen=True),
     "policy": {"type": "ppo"},
     "pipeline": {},
-    "logger": {
-        "tensorboard": False,  # also write every metrics row as TensorBoard scalars (the tensorboard extra)
-        "progress": True,  # the progress line on stderr (zoo run -q turns it off)
-    },
+    "logger.tensorboard": Field(False, "also write every metrics row as TensorBoard scalars (the tensorboard "
+                                "extra)"),
+    "logger.progress": Field(True, "the progress line on stderr (zoo run -q turns it off)"),
 }
-BASE_RANGES = {
-    "seed": Range(0, 2**63 - 1),
-    "torch_threads": Range(1, 1024),
-    "env.max_episode_steps": Range(1, None, integer=True),
-}
+_BASE = derived({key: f for key, f in BASE_FIELDS.items() if isinstance(f, Field)})
+BASE_CONFIG: dict[str, Any] = plain_defaults(BASE_FIELDS)
+BASE_RANGES: dict[str, Any] = {key: Range.of(rule) for key, rule in _BASE["config_ranges"].items()}
+BASE_DOCS: dict[str, str] = _BASE["config_docs"]
 SECTIONS = ("env", "policy", "pipeline", "logger")
 # Keys a resumed run may never change, besides the policy's and the pipeline's own frozen_keys.
-FROZEN_KEYS = ("policy.type", "pipeline.type", "env", "seed", "exp_name")
+FROZEN_KEYS = ("policy.type", "pipeline.type", *_BASE["frozen_keys"])
 
 
 def _check_sections(user_cfg: Mapping) -> None:
@@ -119,7 +118,10 @@ def resolve_config(
         )
     schema = deep_merge(BASE_CONFIG, {"policy": {**policy_cls.default_config, "type": policy_type},
                                       "pipeline": {**pipeline_cls.default_config, "type": pipeline_type}})
-    validate_keys_and_types(user_cfg, schema)
+    types = dict(_BASE["config_types"])
+    for section, owner in (("policy", policy_cls), ("pipeline", pipeline_cls)):
+        types.update({f"{section}.{key}": kind for key, kind in getattr(owner, "config_types", {}).items()})
+    validate_keys_and_types(user_cfg, schema, types=types)
     cfg = deep_merge(schema, user_cfg)
     ranges: dict[str, Any] = dict(BASE_RANGES)
     choices: dict[str, Any] = {}
@@ -166,13 +168,6 @@ def _import_paths(paths: Any, config_dir: str | Path | None) -> list[str]:
         resolved.append(str(Path(config_dir).resolve()))
     return resolved
 
-def build_pipeline(cfg: EasyDict) -> TrainingLoop:
-    """The pipeline named by ``cfg.pipeline.type``, built (envs and policy) but not run; in a worker of a
-    multi-process pipeline, with this process's rank and the world size of its process group."""
-    rank, world_size = world_info()
-    return PIPELINE_REGISTRY.get(cfg.pipeline.type).create(cfg, rank, world_size)
-
-
 def config_differences(reference: Mapping[str, Any], other: Mapping[str, Any], prefix: str = "") -> list[str]:
     """The dotted keys of ``reference`` whose values ``other`` does not hold (keys only ``other`` has, such as
     defaults added by a later zoo version, are not differences)."""
@@ -200,5 +195,5 @@ def check_frozen(saved: EasyDict, new: EasyDict, run_path: Path) -> None:
             raise ConfigError(
                 f"--resume cannot change {dotted} (the run was trained with {to_plain(before)!r}, got "
                 f"{to_plain(after)!r}): drop that --set, or start a new run from "
-                f"zoo run --config {run_path / CONFIG_FILE} --set ..."
+                f"zoo run --config {run_path / 'config.yaml'} --set ..."
             )

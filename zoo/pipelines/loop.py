@@ -32,11 +32,11 @@ import torch
 from easydict import EasyDict
 
 from ..config import to_plain
+from ..config.schema import Field, declare_fields
 from ..envs import EnvSpec
 from ..errors import NonFiniteError
 from ..policies.base import LearnContext, Policy
 from .evaluator import evaluate_policy
-from .observers import Observer
 from .process import rng_state, set_rng_state, setup_process
 from .signals import StopSignals
 
@@ -54,29 +54,26 @@ class IterationAbandoned(Exception):
 class TrainingLoop:
     """Base class of every pipeline; see the module docstring. ``run`` trains and returns a summary."""
 
-    default_config: ClassVar[dict[str, Any]] = {
-        "max_env_steps": 1_000_000,  # the budget: env steps over all envs (and workers)
-        "stop_return": None,  # stop when the training window's mean reaches it (None: off)
-        "stats_window": 100,  # episodes in the training-return window
-        "eval_every": 10,  # evaluate every N iterations (0: never)
-        "eval_episodes": 10,  # episodes per evaluation
-        "eval_step_limit": 100_000,  # an eval episode longer than this is an error
-        "checkpoint_every": 50,  # checkpoint every N iterations (0: only at the end)
-        "log_every_s": 2.0,  # seconds between progress lines
+    # The pipeline section's keys (see zoo.config.schema); default_config, config_ranges, config_choices,
+    # frozen_keys and config_docs are derived from them for every subclass that declares its own.
+    fields: ClassVar[dict[str, Field]] = {
+        "max_env_steps": Field(1_000_000, "the budget: env steps over all envs (and workers)", range=(1, None)),
+        "stop_return": Field(None, "stop when the training window's mean reaches it (None: off)", type=float),
+        "stats_window": Field(100, "episodes in the training-return window", range=(1, 1_000_000)),
+        "eval_every": Field(10, "evaluate every N iterations (0: never)", range=(0, None)),
+        "eval_episodes": Field(10, "episodes per evaluation", range=(1, 100_000)),
+        "eval_step_limit": Field(100_000, "an eval episode longer than this is an error", range=(1, None)),
+        "checkpoint_every": Field(50, "checkpoint every N iterations (0: only at the end)", range=(0, None)),
+        "log_every_s": Field(2.0, "seconds between progress lines", range=(0.0, None)),
     }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        "max_env_steps": (1, None),
-        "stop_return": (None, None),  # None (off) or any finite number, never a string
-        "stats_window": (1, 1_000_000),
-        "eval_every": (0, None),
-        "eval_episodes": (1, 100_000),
-        "eval_step_limit": (1, None),
-        "checkpoint_every": (0, None),
-        "log_every_s": (0.0, None),
-    }
-    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
-    # Pipeline keys that a resumed run may not change (they shape the saved state).
-    frozen_keys: ClassVar[tuple[str, ...]] = ()
+    default_config: ClassVar[dict[str, Any]]
+    config_ranges: ClassVar[dict[str, Any]]
+    config_choices: ClassVar[dict[str, tuple[Any, ...]]]
+    frozen_keys: ClassVar[tuple[str, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declare_fields(cls)
 
     def __init__(self, cfg: EasyDict, rank: int = 0, world_size: int = 1) -> None:
         self.cfg = cfg
@@ -98,7 +95,7 @@ class TrainingLoop:
         self.saved_iteration: int | None = None
         self._signals: StopSignals | None = None  # while ``run`` is active
         self.config_replaced: dict[str, Any] | None = None  # see ``state_dict``
-        self.observers: list[Observer] = []  # see ``zoo.pipelines.observers``
+        self.observers: list[Any] = []  # zoo.pipelines.observers.Observer instances, called in order by ``emit``
         self.policy: Policy
 
     @classmethod
@@ -348,3 +345,6 @@ class TrainingLoop:
             return summary
         finally:
             self.emit("close")
+
+
+declare_fields(TrainingLoop)

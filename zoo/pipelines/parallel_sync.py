@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 from easydict import EasyDict
 
+from ..config.schema import Field
 from ..errors import ConfigError
 from ..policies.base import LearnContext
 from ..rl_utils.distributed import allreduce_grads, sync_running_mean_std, world_info
@@ -115,23 +116,16 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
     """
 
     distributed: ClassVar[bool] = True
-    default_config: ClassVar[dict[str, Any]] = {
-        **SerialOnPolicyPipeline.default_config,
-        "world_size": 2,  # worker processes (torchrun: WORLD_SIZE)
-        "backend": "auto",  # auto (gloo on CPU, nccl on CUDA), gloo or nccl
-        "timeout_s": 300.0,  # seconds a collective may wait for a silent peer
-        "normalize_obs": True,  # observation statistics merged across workers
-        "normalize_reward": True,  # reward-scale statistics merged across workers
+    fields: ClassVar[dict[str, Field]] = {
+        **SerialOnPolicyPipeline.fields,
+        "world_size": Field(2, "worker processes (torchrun: WORLD_SIZE)", range=(1, 65_536), frozen=True),
+        "backend": Field("auto", "auto (gloo on CPU, nccl on CUDA), gloo or nccl", choices=("auto", "gloo", "nccl")),
+        "timeout_s": Field(300.0, "seconds a collective may wait for a silent peer", range=(1.0, None)),
+        "normalize_obs": SerialOnPolicyPipeline.fields["normalize_obs"].but(
+            True, "running mean/std observation normalisation, statistics merged across workers"),
+        "normalize_reward": SerialOnPolicyPipeline.fields["normalize_reward"].but(
+            True, "scale rewards by a running return std, statistics merged across workers"),
     }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        **SerialOnPolicyPipeline.config_ranges,
-        "world_size": (1, 65_536),
-        "timeout_s": (1.0, None),
-    }
-    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {
-        **SerialOnPolicyPipeline.config_choices, "backend": ("auto", "gloo", "nccl"),
-    }
-    frozen_keys: ClassVar[tuple[str, ...]] = (*SerialOnPolicyPipeline.frozen_keys, "world_size")
 
     def __init__(self, cfg: EasyDict, rank: int = 0, world_size: int = 1) -> None:
         rank, world_size = world_info()

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..sizes import check_memory
 from .vector_pipeline import VectorEnvPipeline
@@ -24,27 +25,18 @@ from .vector_pipeline import VectorEnvPipeline
 class SerialOffPolicyPipeline(VectorEnvPipeline):
     """One process: collect transitions into a replay buffer and learn from it at a fixed update-to-data ratio."""
 
-    default_config: ClassVar[dict[str, Any]] = {
-        **VectorEnvPipeline.default_config,
-        "num_envs": 1,  # sub-envs of the vector env
-        "buffer_size": 1_000_000,  # replay capacity in transitions
-        "learning_starts": 5_000,  # uniform random actions for this many env steps
-        "train_freq": 1,  # steps of every env between learning calls
-        "gradient_steps": 1,  # updates per learning call
-        "steps_per_iteration": 1_000,  # env steps per iteration (metrics row)
-        "save_replay": True,  # save the replay buffer with checkpoints (exact resume)
-        "eval_every": 5,  # evaluate every N iterations (0: never)
-        "checkpoint_every": 10,  # checkpoint every N iterations (0: only at the end)
+    fields: ClassVar[dict[str, Field]] = {
+        **VectorEnvPipeline.fields,
+        "num_envs": VectorEnvPipeline.fields["num_envs"].but(1),
+        "buffer_size": Field(1_000_000, "replay capacity in transitions", range=(1, None), frozen=True),
+        "learning_starts": Field(5_000, "uniform random actions for this many env steps", range=(0, None)),
+        "train_freq": Field(1, "steps of every env between learning calls", range=(1, None)),
+        "gradient_steps": Field(1, "updates per learning call", range=(0, 100_000)),
+        "steps_per_iteration": Field(1_000, "env steps per iteration (metrics row)", range=(1, None)),
+        "save_replay": Field(True, "save the replay buffer with checkpoints (exact resume)"),
+        "eval_every": VectorEnvPipeline.fields["eval_every"].but(5),
+        "checkpoint_every": VectorEnvPipeline.fields["checkpoint_every"].but(10),
     }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        **VectorEnvPipeline.config_ranges,
-        "buffer_size": (1, None),
-        "learning_starts": (0, None),
-        "train_freq": (1, None),
-        "gradient_steps": (0, 100_000),
-        "steps_per_iteration": (1, None),
-    }
-    frozen_keys: ClassVar[tuple[str, ...]] = (*VectorEnvPipeline.frozen_keys, "buffer_size")
 
     def check_sizes(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         size = self.cfg.pipeline.buffer_size

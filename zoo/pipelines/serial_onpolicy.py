@@ -6,11 +6,12 @@ policy's own sample processing (GAE for actor-critics) bootstraps truncated step
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
 
+from ..config.schema import Field
 from ..sizes import check_memory
 from .vector_pipeline import VectorEnvPipeline
 
@@ -18,11 +19,10 @@ from .vector_pipeline import VectorEnvPipeline
 class SerialOnPolicyPipeline(VectorEnvPipeline):
     """One process: collect ``rollout_steps`` steps of ``num_envs`` envs, then one ``learn`` call."""
 
-    default_config: ClassVar[dict[str, Any]] = {
-        **VectorEnvPipeline.default_config,
-        "rollout_steps": 128,  # steps of every env per rollout (one learn call each)
+    fields: ClassVar[dict[str, Field]] = {
+        **VectorEnvPipeline.fields,
+        "rollout_steps": Field(128, "steps of every env per rollout (one learn call each)", range=(1, None)),
     }
-    config_ranges: ClassVar[dict[str, Any]] = {**VectorEnvPipeline.config_ranges, "rollout_steps": (1, None)}
 
     def check_sizes(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         pipe = self.cfg.pipeline

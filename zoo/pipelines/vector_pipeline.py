@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from ..config.schema import Field
 from ..envs import VECTOR_MODES
 from ..policies.build import build_policy, policy_class
 from .collector import VectorCollector
@@ -21,25 +22,18 @@ from .loop import TrainingLoop
 class VectorEnvPipeline(TrainingLoop):
     """Base of single-process pipelines that step a vector env (see the module docstring)."""
 
-    default_config: ClassVar[dict[str, Any]] = {
-        **TrainingLoop.default_config,
-        "num_envs": 8,  # sub-envs of the vector env
-        "vector_mode": "auto",  # auto, sync, async or vector_entry_point (numpy-vectorised)
-        "normalize_obs": False,  # running mean/std observation normalisation
-        "normalize_reward": False,  # scale rewards by a running return std
-        "reward_gamma": None,  # discount of the reward normaliser's return; None: the policy's gamma
-        "clip_obs": 10.0,  # clip normalised observations to +-this
-        "clip_reward": 10.0,  # clip scaled rewards to +-this
+    fields: ClassVar[dict[str, Field]] = {
+        **TrainingLoop.fields,
+        "num_envs": Field(8, "sub-envs of the vector env", range=(1, 65_536), frozen=True),
+        "vector_mode": Field("auto", "auto, sync, async (one process per sub-env; its resume is not exact) or "
+                             "vector_entry_point (numpy-vectorised)", choices=VECTOR_MODES, frozen=True),
+        "normalize_obs": Field(False, "running mean/std observation normalisation", frozen=True),
+        "normalize_reward": Field(False, "scale rewards by a running return std", frozen=True),
+        "reward_gamma": Field(None, "discount of the reward normaliser's return; None: the policy's gamma",
+                              type=float, range=(0.0, 1.0)),
+        "clip_obs": Field(10.0, "clip normalised observations to +-this", range=(1e-6, None)),
+        "clip_reward": Field(10.0, "clip scaled rewards to +-this", range=(1e-6, None)),
     }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        **TrainingLoop.config_ranges,
-        "num_envs": (1, 65_536),
-        "reward_gamma": (0.0, 1.0),
-        "clip_obs": (1e-6, None),
-        "clip_reward": (1e-6, None),
-    }
-    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {"vector_mode": VECTOR_MODES}
-    frozen_keys: ClassVar[tuple[str, ...]] = ("num_envs", "vector_mode", "normalize_obs", "normalize_reward")
 
     def check_sizes(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         """Refuse (ConfigError) buffers that would not fit, before the policy and the buffers are built."""

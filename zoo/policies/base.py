@@ -49,6 +49,7 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
+from ..config.schema import declare_fields
 from ..data import Rollout
 
 
@@ -143,6 +144,13 @@ class Policy:
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy",)
     # Keys of the policy section that ``--resume`` may not change (they shape the saved weights).
     frozen_keys: ClassVar[tuple[str, ...]] = ()
+    # The section's keys declared once each (zoo.config.schema.Field): a subclass that sets ``fields`` gets the five
+    # attributes above, and ``config_docs`` (meanings), derived from it.
+    fields: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declare_fields(cls)
 
     def __init__(
         self,

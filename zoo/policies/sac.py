@@ -27,6 +27,7 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
+from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..errors import ConfigError, NonFiniteError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
@@ -49,75 +50,47 @@ class SACPolicy(Policy):
     """Soft actor-critic for bounded 1-D Box actions; ``sac_ace`` is this class with ACE's parts on."""
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
-    default_config: ClassVar[dict[str, Any]] = {
-        "hidden_sizes": [256, 256],  # widths of the hidden layers of actor and critics
-        "activation": "relu",  # hidden-layer activation
-        "actor_learning_rate": 3e-4,  # Adam learning rate of the actor
-        "critic_learning_rate": 3e-4,  # Adam learning rate of the critics
-        "alpha_learning_rate": 3e-4,  # Adam learning rate of the temperature
-        "batch_size": 256,  # transitions per gradient update
-        "gamma": 0.99,  # discount factor
-        "tau": 0.005,  # Polyak rate of the target critics
-        "init_alpha": 1.0,  # initial entropy temperature
-        "auto_alpha": True,  # learn the temperature towards target_entropy
-        "target_entropy": None,  # None: -|A|
-        "actor_update_interval": 1,  # actor and temperature update every N critic updates
-        "target_update_interval": 1,  # target critics update every N critic updates
-        "max_grad_norm": 0.0,  # 0: no clipping
-        "log_std_min": -20.0,  # lower clamp of the actor's log std
-        "log_std_max": 2.0,  # upper clamp of the actor's log std
-        "critic_loss": "mse",  # mse, or hl_gauss: categorical critics with the HL-Gauss cross-entropy
-        "hl_gauss_min": None,  # the HL-Gauss support: required with critic_loss='hl_gauss'
-        "hl_gauss_max": None,  # upper end of the HL-Gauss support
-        "hl_gauss_bins": 101,  # bins of the HL-Gauss support
-        "hl_gauss_sigma_ratio": 0.75,  # HL-Gauss sigma as a multiple of the bin width
+    fields: ClassVar[dict[str, Field]] = {
+        "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
+                              frozen=True),
+        "activation": Field("relu", "hidden-layer activation", choices=("relu", "tanh", "elu"), frozen=True),
+        "actor_learning_rate": Field(3e-4, "Adam learning rate of the actor", range=(0.0, 10.0)),
+        "critic_learning_rate": Field(3e-4, "Adam learning rate of the critics", range=(0.0, 10.0)),
+        "alpha_learning_rate": Field(3e-4, "Adam learning rate of the temperature", range=(0.0, 10.0)),
+        "batch_size": Field(256, "transitions per gradient update", range=(1, 1_000_000)),
+        "gamma": Field(0.99, "discount factor", range=(0.0, 1.0)),
+        "tau": Field(0.005, "Polyak rate of the target critics", range=(0.0, 1.0)),
+        "init_alpha": Field(1.0, "initial entropy temperature", range=(1e-8, 1e6)),
+        "auto_alpha": Field(True, "learn the temperature towards target_entropy"),
+        "target_entropy": Field(None, "the temperature's entropy target (None: -|A|)", type=float),
+        "actor_update_interval": Field(1, "actor and temperature update every N critic updates", range=(1, None)),
+        "target_update_interval": Field(1, "target critics update every N critic updates", range=(1, None)),
+        "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
+        "log_std_min": Field(-20.0, "lower clamp of the actor's log std", range=(-50.0, 10.0)),
+        "log_std_max": Field(2.0, "upper clamp of the actor's log std", range=(-50.0, 10.0)),
+        "critic_loss": Field("mse", "mse, or hl_gauss: categorical critics with the HL-Gauss cross-entropy",
+                             choices=("mse", "hl_gauss"), frozen=True),
+        "hl_gauss_min": Field(None, "lower end of the HL-Gauss support: required with critic_loss='hl_gauss'",
+                              type=float),
+        "hl_gauss_max": Field(None, "upper end of the HL-Gauss support", type=float),
+        "hl_gauss_bins": Field(101, "bins of the HL-Gauss support", range=(2, 100_000), frozen=True),
+        "hl_gauss_sigma_ratio": Field(0.75, "HL-Gauss sigma as a multiple of the bin width", range=(1e-6, 100.0)),
         # ACE
-        "causal_weights": False,  # ACE: weight log-probs per action dimension by DirectLiNGAM effects
-        "causal_interval": 10_000,  # env steps between DirectLiNGAM fits
-        "causal_sample_size": 10_000,  # the most recent transitions each fit uses
-        "causal_apply_after": 200,  # gradient updates between a fit's start and its weights' use
-        "causal_temperature": 1.0,  # softmax temperature of the causal weights
-        "causal_use_abs": True,  # softmax |effect| (False: the signed effect, as the ACE code)
-        "dormant_reset": False,  # ACE: gradient-dormancy-guided resets
-        "reset_interval": 100_000,  # gradient updates between resets
-        "reset_start": 5_000,  # no reset before this many updates
-        "dormant_tau": 0.05,  # a neuron is dormant below tau x its layer's mean gradient norm
-        "reset_factor_min": 0.2,  # lowest mixing factor of a reset
-        "reset_factor_max": 0.9,  # highest mixing factor of a reset
+        "causal_weights": Field(False, "ACE: weight log-probs per action dimension by DirectLiNGAM effects"),
+        "causal_interval": Field(10_000, "env steps between DirectLiNGAM fits", range=(1, None)),
+        "causal_sample_size": Field(10_000, "the most recent transitions each fit uses", range=(10, 10_000_000)),
+        "causal_apply_after": Field(200, "gradient updates between a fit's start and its weights' use",
+                                    range=(0, None)),
+        "causal_temperature": Field(1.0, "softmax temperature of the causal weights", range=(1e-6, None)),
+        "causal_use_abs": Field(True, "softmax |effect| (False: the signed effect, as the ACE code)"),
+        "dormant_reset": Field(False, "ACE: gradient-dormancy-guided resets"),
+        "reset_interval": Field(100_000, "gradient updates between resets", range=(1, None)),
+        "reset_start": Field(5_000, "no reset before this many updates", range=(0, None)),
+        "dormant_tau": Field(0.05, "a neuron is dormant below tau x its layer's mean gradient norm",
+                             range=(0.0, 1.0)),
+        "reset_factor_min": Field(0.2, "lowest mixing factor of a reset", range=(0.0, 1.0)),
+        "reset_factor_max": Field(0.9, "highest mixing factor of a reset", range=(0.0, 1.0)),
     }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        "hidden_sizes": (1, 1_000_000),
-        "actor_learning_rate": (0.0, 10.0),
-        "critic_learning_rate": (0.0, 10.0),
-        "alpha_learning_rate": (0.0, 10.0),
-        "batch_size": (1, 1_000_000),
-        "gamma": (0.0, 1.0),
-        "tau": (0.0, 1.0),
-        "init_alpha": (1e-8, 1e6),
-        "target_entropy": (None, None),
-        "actor_update_interval": (1, None),
-        "target_update_interval": (1, None),
-        "max_grad_norm": (0.0, None),
-        "log_std_min": (-50.0, 10.0),
-        "log_std_max": (-50.0, 10.0),
-        "hl_gauss_min": (None, None),
-        "hl_gauss_max": (None, None),
-        "hl_gauss_bins": (2, 100_000),
-        "hl_gauss_sigma_ratio": (1e-6, 100.0),
-        "causal_interval": (1, None),
-        "causal_sample_size": (10, 10_000_000),
-        "causal_apply_after": (0, None),
-        "causal_temperature": (1e-6, None),
-        "reset_interval": (1, None),
-        "reset_start": (0, None),
-        "dormant_tau": (0.0, 1.0),
-        "reset_factor_min": (0.0, 1.0),
-        "reset_factor_max": (0.0, 1.0),
-    }
-    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "activation": ("relu", "tanh", "elu"), "critic_loss": ("mse", "hl_gauss"),
-    }
-    frozen_keys: ClassVar[tuple[str, ...]] = ("hidden_sizes", "activation", "critic_loss", "hl_gauss_bins")
 
     @classmethod
     def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -361,6 +334,8 @@ class SACPolicy(Policy):
 class SACACEPolicy(SACPolicy):
     """SAC-ACE: SAC with causality-aware entropy weights and gradient-dormancy-guided resets (ACE's defaults)."""
 
-    default_config: ClassVar[dict[str, Any]] = {
-        **SACPolicy.default_config, "causal_weights": True, "dormant_reset": True,
+    fields: ClassVar[dict[str, Field]] = {
+        **SACPolicy.fields,
+        "causal_weights": SACPolicy.fields["causal_weights"].but(True),
+        "dormant_reset": SACPolicy.fields["dormant_reset"].but(True),
     }

@@ -1,0 +1,80 @@
+"""The schema of config keys: each key declared once, as a ``Field``, with everything zoo needs to know about it.
+
+A ``Field`` holds a key's default, its type (read from the default, or given where the default is None), its
+range or choices, whether a resumed run may change it (``frozen``) and its meaning. Validation, ``zoo config``,
+the resume check and the docs all read that one declaration. A policy or pipeline declares its section as
+
+    fields = {**Parent.fields, "clip_ratio": Field(0.2, "PPO's clip range", range=(0.0, 1.0))}
+
+and ``declare_fields`` (called by the base classes for every subclass) derives from it the attributes the rest of
+zoo reads: ``default_config`` (the plain defaults), ``config_ranges``, ``config_choices``, ``frozen_keys`` and
+``config_docs``. A class that declares those attributes by hand instead of ``fields`` (plugins written before
+``Field`` existed) keeps working as it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .checks import Range
+
+
+@dataclass(frozen=True)
+class Field:
+    """One config key: ``default``, ``doc`` (its meaning, one line), ``type`` (what a value must be when the
+    default is None: e.g. ``float`` for an optional number), ``range`` (``(low, high)`` inclusive, None open, or
+    a ``Range``; applied to each element of a list), ``choices`` (allowed values) and ``frozen`` (a resumed run
+    may not change it: it shapes the saved state)."""
+
+    default: Any
+    doc: str
+    type: type | tuple[type, ...] | None = None
+    range: Range | tuple[Any, Any] | None = None
+    choices: tuple[Any, ...] | None = None
+    frozen: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.doc:
+            raise ValueError("a Field needs its meaning (doc)")
+        if self.range is not None and self.choices is not None:
+            raise ValueError("a Field has a range or choices, not both")
+
+    def but(self, default: Any, doc: str | None = None) -> Field:
+        """This field with another default (and meaning): a subclass changing what its parent declared."""
+        return replace(self, default=default, doc=doc or self.doc)
+
+
+def plain_defaults(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults of ``fields`` (dotted keys become nested sections; plain values stay as they are)."""
+    out: dict[str, Any] = {}
+    for dotted, field in fields.items():
+        node = out
+        *parents, key = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[key] = field.default if isinstance(field, Field) else field
+    return out
+
+
+def derived(fields: Mapping[str, Field]) -> dict[str, Any]:
+    """What ``fields`` declare, in the attributes zoo reads (see the module docstring)."""
+    return {
+        "default_config": plain_defaults(fields),
+        "config_ranges": {key: f.range for key, f in fields.items() if f.range is not None},
+        "config_choices": {key: tuple(f.choices) for key, f in fields.items() if f.choices is not None},
+        "frozen_keys": tuple(key for key, f in fields.items() if f.frozen),
+        "config_docs": {key: f.doc for key, f in fields.items()},
+        "config_types": {key: f.type for key, f in fields.items() if f.type is not None},
+    }
+
+
+def declare_fields(cls: type) -> None:
+    """Derive ``cls``'s config attributes from the ``fields`` it declares itself (a no-op for a class that
+    declares none: its own or inherited attributes stay)."""
+    fields = cls.__dict__.get("fields")
+    if fields is None:
+        return
+    for name, value in derived(fields).items():
+        setattr(cls, name, value)
