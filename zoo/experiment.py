@@ -20,13 +20,14 @@ from easydict import EasyDict
 
 from . import launcher
 from .config import load_config_file
+from .config.resolve import BASE_CONFIG, BASE_RANGES, FROZEN_KEYS, resolve_config
 from .errors import ConfigError
 from .loading import load_run
 from .pipelines.run_dir import RunDirectory, new_run_directory
-from .resolve import BASE_CONFIG, BASE_RANGES, FROZEN_KEYS, build_pipeline, resolve_config
 from .resume import resume as _resume
 from .resume import resume_config
 from .rl_utils.distributed import world_info
+from .run.build import build_pipeline
 from .run.observers import run_observers
 
 __all__ = ["BASE_CONFIG", "BASE_RANGES", "FROZEN_KEYS", "build_pipeline", "ensure_logging", "load_run",

@@ -25,12 +25,13 @@ from typing import Any
 from easydict import EasyDict
 
 from .config import load_config_file, parse_override, to_plain
+from .config.resolve import check_frozen, config_differences, resolve_config
 from .errors import ConfigError, RunDirectoryError, ZooError, first_line
 from .pipelines.loop import TrainingLoop
 from .pipelines.metrics_files import METRICS_JSONL, repair_rows, rows_for_resume
 from .pipelines.run_dir import CHECKPOINT_FILE, CONFIG_FILE, LOCK_FILE, RunDirectory
-from .resolve import build_pipeline, check_frozen, config_differences, resolve_config
 from .rl_utils.distributed import world_info
+from .run.build import build_pipeline
 from .run.observers import run_observers
 
 log = logging.getLogger("zoo")

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from ..config import dump_config
+from ..config import check_exp_name, dump_config
 from ..errors import ConfigError, RunDirectoryError
 from .metrics_files import METRICS_CSV, METRICS_JSONL, MetricsWriter, read_rows
 from .state_files import (
@@ -56,19 +56,6 @@ _SEPARATE_FILE = re.compile(r"^[A-Za-z_]+-\d{9}\.pt$")
 
 
 # -- names and creation -----------------------------------------------------------------------------------
-def check_exp_name(exp_name: Any) -> None:
-    """Raise ConfigError unless ``exp_name`` is a plain directory name that stays inside ``runs_dir``."""
-    bad = (
-        not isinstance(exp_name, str) or exp_name.strip() in ("", ".", "..") or exp_name != exp_name.strip()
-        or any(ch in exp_name for ch in "/\\\0") or len(exp_name) > 200 or exp_name.startswith(".")
-    )
-    if bad:
-        raise ConfigError(
-            f"exp_name {exp_name!r} must be a plain directory name (no '/', not empty, not starting with '.'): "
-            f"use e.g. --exp-name my_run"
-        )
-
-
 def check_runs_dir(runs_dir: Any) -> Path:
     """The runs directory as a Path, refused in one line when it is a file or cannot be written."""
     if not isinstance(runs_dir, str) or not runs_dir.strip():
