@@ -24,8 +24,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from zoo.experiment import train  # noqa: E402
 from zoo.rl_utils import causal_action_weights  # noqa: E402
+from zoo.run import train  # noqa: E402
 
 
 def run(env: str, steps: int, causal: bool, hidden: int) -> float:

@@ -44,7 +44,7 @@ TARGET = 475.0
 
 
 def zoo_time(algo: str, seed: int) -> tuple[float, int, bool]:
-    from zoo.experiment import train
+    from zoo.run import train
 
     # The config's own budget: its learning-rate schedule anneals over it, so changing it changes the run.
     with tempfile.TemporaryDirectory() as runs:
@@ -115,7 +115,7 @@ def sb3_process_time(algo: str, seed: int) -> tuple[float, int, bool] | None:
 
 def zoo_sac(seed: int) -> tuple[float, float]:
     """Wall-clock of zoo's whole 20k-step SAC-ACE Pendulum run (set-up included) and its final eval mean."""
-    from zoo.experiment import train
+    from zoo.run import train
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as runs:
@@ -154,8 +154,8 @@ def collection_vs_raw(algo: str, rounds: int = 40, steps: int = 4096) -> dict[st
     Returns the medians of steps/s (``raw``, ``collect``, ``processed``) and the medians of the rounds' ratios to
     the raw env (``collect_ratio``, ``processed_ratio``: per round, so that drift between rounds cancels out)."""
     from zoo.config import load_config_file
+    from zoo.config.resolve import resolve_config
     from zoo.envs import make_vector_env
-    from zoo.experiment import resolve_config
     from zoo.pipelines.serial_onpolicy import SerialOnPolicyPipeline
 
     cfg = resolve_config(load_config_file(ROOT / "configs" / f"{algo}_cartpole.py"))

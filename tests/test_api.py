@@ -15,14 +15,15 @@ import torch
 
 import zoo
 from zoo.cli import main
+from zoo.config.resolve import resolve_config
 from zoo.envs import EnvSpec, NormalizeObservation
 from zoo.errors import ConfigError, ZooError
-from zoo.experiment import load_run, resolve_config
 from zoo.pipelines import TrainingLoop
 from zoo.pipelines.evaluator import evaluate_policy
 from zoo.pipelines.process import component_seed, derive_seed
-from zoo.pipelines.run_dir import load_weights_only
 from zoo.registry import PIPELINE_REGISTRY
+from zoo.run import load_run
+from zoo.run.run_dir import load_weights_only
 
 PENDULUM = {
     "exp_name": "p", "seed": 1,
@@ -150,8 +151,10 @@ def _registered_in_fresh_process(cfg: dict, queue) -> None:
     from easydict import EasyDict
 
     from zoo.pipelines.process import setup_process
+    from zoo.plugins import load_run_plugins
     from zoo.registry import ENV_REGISTRY, POLICY_REGISTRY
 
+    load_run_plugins(EasyDict(cfg))  # what every process that trains calls first (worker, actor)
     seeds = setup_process(EasyDict(cfg), rank=1)
     queue.put(("spawn_test_env" in ENV_REGISTRY, "ppo" in POLICY_REGISTRY, seeds["env"]))
 

@@ -182,7 +182,7 @@ def test_the_pong_config_starts_and_runs_two_iterations(tmp_path):
     import json
     from pathlib import Path
 
-    from zoo.experiment import train
+    from zoo.run import train
 
     config = Path(__file__).resolve().parent.parent / "configs" / "ppo_atari_pong.py"
     summary = train(config, [f"runs_dir={tmp_path}", "pipeline.max_env_steps=2048", "pipeline.eval_every=0",

@@ -14,7 +14,7 @@ import torch
 import zoo
 from zoo.errors import RunDirectoryError
 from zoo.pipelines.process import component_seed
-from zoo.pipelines.run_dir import load_weights_only
+from zoo.run.run_dir import load_weights_only
 
 CONFIG = {
     "exp_name": "best", "seed": 0, "env": {"id": "CartPole-v1"},

@@ -79,6 +79,6 @@ def test_a_failing_callback_is_one_line_and_the_checkpoint_is_kept(tmp_path):
     message = str(error.value)
     assert "on_metrics_row callback failed: RuntimeError: the logger lost its server" in message
     assert "\n" not in message
-    from zoo.pipelines.run_dir import load_weights_only
+    from zoo.run.run_dir import load_weights_only
 
     assert load_weights_only(tmp_path / "runs" / "cb" / "checkpoint.pt")["loop"]["iteration"] == 2

@@ -308,7 +308,7 @@ def test_to_plain_returns_plain_dicts_and_lists():
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.py")),
                          ids=lambda p: p.name)
 def test_every_shipped_config_resolves(path):
-    from zoo.experiment import resolve_config
+    from zoo.config.resolve import resolve_config
 
     cfg = resolve_config(load_config_file(path), config_dir=path.parent)
     assert cfg.exp_name == path.stem and cfg.policy.type and cfg.pipeline.type

@@ -35,11 +35,11 @@ from easydict import EasyDict
 
 from zoo.data import Rollout
 from zoo.errors import ConfigError
-from zoo.experiment import train
 from zoo.pipelines.parallel_sync import Collectives, DistributedContext, ParallelSyncPipeline
-from zoo.pipelines.run_dir import load_weights_only
 from zoo.policies import A2CPolicy, LearnContext, PPOPolicy, normalize_advantage
 from zoo.rl_utils import RunningMeanStd, sync_running_mean_std
+from zoo.run import train
+from zoo.run.run_dir import load_weights_only
 
 OBS_DIM, ACT_DIM, N_ACTIONS, T, B = 4, 2, 3, 5, 3
 
@@ -100,7 +100,7 @@ def test_one_worker_on_parallel_sync_is_the_serial_pipeline(tmp_path):
 
 
 def test_dppo_is_registered_with_parallel_sync_as_its_default_pipeline():
-    from zoo.experiment import resolve_config
+    from zoo.config.resolve import resolve_config
 
     cfg = resolve_config({"policy": {"type": "dppo"}})
     assert cfg.pipeline.type == "parallel_sync" and cfg.pipeline.world_size == 2
@@ -109,7 +109,7 @@ def test_dppo_is_registered_with_parallel_sync_as_its_default_pipeline():
 
 
 def test_a_pipeline_of_two_workers_outside_a_process_group_is_a_clear_error(tmp_path):
-    from zoo.experiment import resolve_config
+    from zoo.config.resolve import resolve_config
 
     cfg = resolve_config({"policy": {"type": "dppo"}, "runs_dir": str(tmp_path)})
     with pytest.raises(ConfigError, match="world_size 2 but this process group has 1"):

@@ -27,12 +27,13 @@ import torch
 from test_dppo import _alive, _children  # the /proc helpers
 
 from zoo.config import load_config_file
+from zoo.config.resolve import resolve_config
 from zoo.data import Unroll
 from zoo.errors import ConfigError
-from zoo.experiment import build_pipeline, resolve_config, train
 from zoo.pipelines.parallel_async import ActorError, UnrollSlots, WeightBoard
-from zoo.pipelines.run_dir import load_weights_only
 from zoo.policies import ImpalaPolicy, LearnContext
+from zoo.run import build_pipeline, train
+from zoo.run.run_dir import load_weights_only
 
 T, B, OBS_DIM = 6, 2, 3
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.experiment import train
+from zoo.run import train
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from zoo.cli import main
-from zoo.experiment import train
-from zoo.pipelines.run_dir import RunDirectory, load_weights_only
 from zoo.policies import SACPolicy
 from zoo.registry import ENV_REGISTRY
+from zoo.run import train
+from zoo.run.run_dir import RunDirectory, load_weights_only
 
 TINY = {
     "exp_name": "off", "seed": 2,

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from zoo.config.resolve import resolve_config
 from zoo.data import ReplayBuffer, Rollout, Transitions
 from zoo.errors import NonFiniteError
-from zoo.experiment import resolve_config
 from zoo.pipelines import SerialOnPolicyPipeline, VectorCollector
 from zoo.policies import CollectOutput, Policy
 
@@ -155,9 +155,9 @@ class _ReplayingPipeline(SerialOnPolicyPipeline):
 
 
 def test_a_separately_saved_replay_buffer_resumes_exactly_from_its_own_file(tmp_path):
-    from zoo.experiment import train
     from zoo.policies import A2CPolicy
     from zoo.registry import PIPELINE_REGISTRY, POLICY_REGISTRY
+    from zoo.run import train
 
     class ReplayingA2C(A2CPolicy):
         pipelines = ("test_replaying",)
@@ -173,7 +173,7 @@ def test_a_separately_saved_replay_buffer_resumes_exactly_from_its_own_file(tmp_
         run = tmp_path / "half"
         assert sorted(p.name for p in run.glob("replay-*.pt")) == ["replay-000000010.pt"]  # the latest only
         train(None, ["pipeline.max_env_steps=320"], resume=run)
-        from zoo.pipelines.run_dir import RunDirectory
+        from zoo.run.run_dir import RunDirectory
 
         a = RunDirectory(whole["run_dir"]).load_checkpoint()["separate"]["replay"]
         b = RunDirectory(half["run_dir"]).load_checkpoint()["separate"]["replay"]

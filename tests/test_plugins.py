@@ -267,8 +267,8 @@ def test_import_modules_errors_name_the_module_and_the_fix(tmp_path, monkeypatch
 
 
 def test_modules_next_to_the_config_are_found_from_any_directory(tmp_path, monkeypatch):
-    from zoo.experiment import train
-    from zoo.pipelines.run_dir import CONFIG_FILE
+    from zoo.run import train
+    from zoo.run.run_dir import CONFIG_FILE
 
     lab = tmp_path / "lab"
     lab.mkdir()

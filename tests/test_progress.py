@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from zoo.pipelines.progress import Progress
+from zoo.run.progress import Progress
 
 CONFIG = ("config = dict(exp_name='p', env=dict(id='CartPole-v1'), policy=dict(type='ppo', epochs=1, "
           "minibatch_size=64), pipeline=dict(num_envs=2, rollout_steps=32, max_env_steps=640, eval_every=5, "

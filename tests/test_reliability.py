@@ -26,9 +26,9 @@ import torch
 
 from zoo.cli import main
 from zoo.errors import NonFiniteError
-from zoo.experiment import train
-from zoo.pipelines.run_dir import load_weights_only
 from zoo.registry import ENV_REGISTRY
+from zoo.run import train
+from zoo.run.run_dir import load_weights_only
 
 SAC = {
     "exp_name": "s", "seed": 5,
@@ -68,7 +68,7 @@ def replace(src, dst, *a, **k):
 os.replace = replace
 
 if phase == "metrics-row":
-    from zoo.pipelines import metrics_files
+    from zoo.run import metrics_files
     real_append = metrics_files.MetricsWriter.append
     def append(self, row):
         if calls[0] + 1 == count:
@@ -353,11 +353,11 @@ def test_a_nan_in_an_sac_run_names_the_learning_rates_sac_has(tmp_path):
 
 
 def test_an_interrupted_rank_without_a_run_directory_does_not_print_resume_none(monkeypatch, capsys):
-    import zoo.experiment
+    import zoo.run.train
 
     summary = {"reason": "interrupted", "exit_code": 143, "run_dir": None, "env_steps": 10, "wall_time": 1.0,
                "episode_return_mean": None}
-    monkeypatch.setattr(zoo.experiment, "train", lambda *args, **kwargs: summary)
+    monkeypatch.setattr(zoo.run, "train", lambda *args, **kwargs: summary)
     assert main(["run", "--config", "configs/ppo_cartpole.py"]) == 143
     out = capsys.readouterr().out
     assert "--resume None" not in out and "rank 0 saved the checkpoint" in out

@@ -24,10 +24,10 @@ import torch
 
 from zoo.cli import main
 from zoo.errors import NonFiniteError, RunDirectoryError, ZooError
-from zoo.experiment import train
 from zoo.pipelines.collector import VectorCollector
-from zoo.pipelines.run_dir import RunDirectory, load_weights_only
 from zoo.policies import A2CPolicy
+from zoo.run import train
+from zoo.run.run_dir import RunDirectory, load_weights_only
 
 A2C = {
     "exp_name": "r", "seed": 3,

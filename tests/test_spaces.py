@@ -14,10 +14,10 @@ from spaces_envs import BrightSideEnv, DictCueEnv, MatchComponentsEnv
 from torch import nn
 
 from zoo.errors import ConfigError, ZooError
-from zoo.experiment import train
 from zoo.policies import A2CPolicy, ImpalaPolicy, LearnContext, PPOPolicy, Rollout, SACPolicy
 from zoo.policies.networks import NatureCNN, build_encoder, image_layout, is_image_space
 from zoo.registry import ENV_REGISTRY, MODEL_REGISTRY
+from zoo.run import train
 
 OBS = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
 MULTI = gym.spaces.MultiDiscrete([3, 2, 4], start=[1, 0, -2])

@@ -17,8 +17,8 @@ pytest.importorskip("tensorboard")  # installed by the dev extra (CI); the base 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 from zoo import train  # noqa: E402
+from zoo.config.resolve import resolve_config  # noqa: E402
 from zoo.errors import ConfigError  # noqa: E402
-from zoo.experiment import resolve_config  # noqa: E402
 
 CONFIG = {"exp_name": "tb", "env": {"id": "CartPole-v1"},
           "policy": {"type": "ppo", "epochs": 1, "minibatch_size": 64},

@@ -26,7 +26,7 @@ def train(config: Any = None, overrides: list[Any] | None = None, resume: str | 
     or continue a run directory with ``resume`` (``repair``: restore a damaged config.yaml from the checkpoint and
     keep the readable metrics rows). Returns the summary: ``reason``, ``env_steps``, ``wall_time``,
     ``episode_return_mean``, ``run_dir``. Bad input raises ``zoo.errors.ZooError`` with a one-line message."""
-    from .experiment import train as _train
+    from .run import train as _train
 
     return _train(config, overrides, resume, repair)
 

@@ -84,7 +84,7 @@ def load(run_dir: str | Path, device: str = "cpu", which: str = "last", trust_im
     ``trust_imports``: import the modules the run's config names (see ``zoo.loading``).
     """
     from .envs import NormalizeObservation
-    from .loading import load_run
+    from .run import load_run
 
     cfg, policy, obs_state = load_run(run_dir, device, which, trust_imports)
     normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)

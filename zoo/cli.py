@@ -102,7 +102,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .experiment import train
+    from .run import train
 
     if not args.config and not args.resume:
         raise ZooError("zoo run needs --config FILE or --resume RUN_DIR: e.g. zoo run --config configs/ppo_cartpole.py")
@@ -119,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ZooError("use -q (quiet) or -v (verbose), not both")
     if args.quiet:
         overrides.append(("logger.progress", False))
-    from .experiment import ensure_logging
+    from .run import ensure_logging
 
     ensure_logging(logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO)
     if args.seeds:
@@ -152,7 +152,7 @@ def _rounded(value: float | None) -> str:
 
 
 def _run_seeds(args: argparse.Namespace, overrides: list[Any]) -> int:
-    from .seeds import failed, run_seeds, table
+    from .run.seeds import failed, run_seeds, table
 
     if args.resume or args.seed is not None:
         raise ZooError("--seeds trains new runs from --config: drop --resume/--seed (resume one seed's run directory "
@@ -191,9 +191,9 @@ def _eval(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .envs import EnvSpec, NormalizeObservation
-    from .loading import load_run
     from .pipelines.evaluator import evaluate_policy
     from .pipelines.process import component_seed
+    from .run import load_run
 
     if not 1 <= args.episodes <= 1_000_000:
         raise ZooError(f"--episodes must be between 1 and 1000000, got {args.episodes}")

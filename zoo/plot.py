@@ -17,7 +17,7 @@ import numpy as np
 
 from .config import load_config_file, to_plain
 from .errors import ZooError
-from .pipelines.metrics_files import read_rows
+from .run.metrics_files import read_rows
 
 GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 

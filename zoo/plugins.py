@@ -13,7 +13,7 @@ import importlib.metadata
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -245,3 +245,11 @@ def import_modules(names: Sequence[str], search_paths: Sequence[str] = ()) -> li
                 f"import_names: importing module '{name}' failed: {_describe(exc)}: fix the error in that module"
             ) from exc
     return modules
+
+
+def load_run_plugins(cfg: Mapping[str, Any]) -> None:
+    """What a process needs before it builds anything of a run: the installed plugins and the run's own
+    ``import_names`` modules (found in its ``import_paths``). Called once at the start of every process that
+    trains (the main process when it resolves the config, each DPPO worker, each IMPALA actor); idempotent."""
+    load_plugins()
+    import_modules(list(cfg.get("import_names") or []), list(cfg.get("import_paths") or []))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import torch
 from easydict import EasyDict
 
 from ..errors import ConfigError
-from ..plugins import import_modules, load_plugins
+from ..plugins import load_plugins, load_run_plugins
 from ..registry import PIPELINE_REGISTRY, POLICY_REGISTRY
 from .checks import (
     Range,
@@ -31,6 +32,8 @@ from .checks import (
 )
 from .files import to_plain
 from .schema import Field, derived, plain_defaults
+
+log = logging.getLogger("zoo")
 
 # The keys every config has besides the policy's and the pipeline's sections (see zoo.config.schema).
 BASE_FIELDS: dict[str, Any] = {
@@ -85,13 +88,15 @@ def _named_type(section: Mapping, section_name: str, default: str | None) -> str
 
 def resolve_config(
     user_cfg: Mapping[str, Any], overrides: list[Any] | None = None, config_dir: str | Path | None = None,
-    trusted: bool = True,
+    trusted: bool = True, environ: Mapping[str, str] | None = None,
 ) -> EasyDict:
     """Merge the policy's and pipeline's defaults under ``user_cfg`` (plus ``--set`` overrides) and validate.
 
     ``config_dir`` is the folder of the config file, if any: ``import_names`` are also looked up there.
     ``pipeline.type`` defaults to the policy's first supported pipeline. Every problem is a one-line ConfigError.
     ``trusted=False``: the ``import_names`` modules are not imported (only installed plugins are loaded).
+    ``environ`` (a process about to train): the pipeline keys it decides (``TrainingLoop.from_environment``:
+    torchrun's WORLD_SIZE) override the user's, before validation, so that config.yaml holds what runs.
     """
     user_cfg = apply_overrides(EasyDict(copy.deepcopy(to_plain(user_cfg))), overrides or [])
     _check_sections(user_cfg)
@@ -99,8 +104,9 @@ def resolve_config(
     if names and trusted:
         user_cfg.import_paths = _import_paths(user_cfg.get("import_paths"), config_dir)
     if trusted:
-        import_modules(names, user_cfg.get("import_paths") or [])
-    load_plugins()
+        load_run_plugins(user_cfg)
+    else:
+        load_plugins()
     policy_section = user_cfg.get("policy") or {}
     if "type" not in policy_section:
         raise ConfigError("config has no policy.type: add policy = dict(type='ppo', ...) (see `zoo list`)")
@@ -116,6 +122,8 @@ def resolve_config(
             f"policy '{policy_type}' does not run on pipeline '{pipeline_type}': it supports "
             f"{', '.join(supported)}; set pipeline.type to one of them or remove it"
         )
+    if environ is not None:
+        user_cfg = _from_environment(user_cfg, pipeline_cls, environ)
     schema = deep_merge(BASE_CONFIG, {"policy": {**policy_cls.default_config, "type": policy_type},
                                       "pipeline": {**pipeline_cls.default_config, "type": pipeline_type}})
     types = dict(_BASE["config_types"])
@@ -141,6 +149,16 @@ def resolve_config(
         raise ConfigError("logger.tensorboard needs the tensorboard package: pip install 'zoo-rl[tensorboard]' "
                           "(or drop --tensorboard)")
     return cfg
+
+
+def _from_environment(user_cfg: EasyDict, pipeline_cls: type, environ: Mapping[str, str]) -> EasyDict:
+    derived = pipeline_cls.from_environment(environ)
+    given = user_cfg.get("pipeline") or {}
+    for key, value in derived.items():
+        before = given.get(key, pipeline_cls.default_config.get(key))
+        if before != value and environ.get("RANK", "0") == "0":
+            log.info(f"pipeline.{key} is {before} in the config; the launcher's environment makes it {value}")
+    return apply_overrides(user_cfg, [(f"pipeline.{key}", value) for key, value in derived.items()])
 
 
 def _check_device(name: Any) -> None:

@@ -24,20 +24,19 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 from easydict import EasyDict
 
 from ..config import to_plain
 from ..config.schema import Field, declare_fields
 from ..envs import EnvSpec
-from ..errors import NonFiniteError
+from ..errors import ConfigError, NonFiniteError
 from ..policies.base import LearnContext, Policy
 from .evaluator import evaluate_policy
-from .process import rng_state, set_rng_state, setup_process
+from .process import process_device, rng_state, set_rng_state, setup_process
 from .signals import StopSignals
 
 # The version of the checkpoint layout (``state_dict``); a checkpoint of another format is refused on resume.
@@ -79,7 +78,7 @@ class TrainingLoop:
         self.cfg = cfg
         self.rank, self.world_size = rank, world_size
         self.seeds = setup_process(cfg, rank)
-        self.device = torch.device(cfg.device)
+        self.device = process_device(cfg.device)
         self.iteration = 0
         self.env_steps = 0
         self.episodes = 0
@@ -97,6 +96,25 @@ class TrainingLoop:
         self.config_replaced: dict[str, Any] | None = None  # see ``state_dict``
         self.observers: list[Any] = []  # zoo.pipelines.observers.Observer instances, called in order by ``emit``
         self.policy: Policy
+
+    # -- how the pipeline's processes start (called by zoo.run.launch) -------------------------------------------
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> dict[str, Any]:
+        """Pipeline keys this process's environment decides (torchrun's WORLD_SIZE, say), resolved into the config
+        before it is validated and saved; default: none."""
+        return {}
+
+    @classmethod
+    def launch(cls, cfg: EasyDict, processes: Any) -> dict[str, Any]:
+        """Start the pipeline's processes (``zoo.run.launch.Processes`` offers the ways) and return rank 0's
+        summary. Default: this process alone; several processes under torchrun would each train a run of their
+        own, so that is refused."""
+        if processes.torchrun_world_size > 1:
+            raise ConfigError(
+                f"pipeline '{cfg.pipeline.type}' does not run under torchrun (each of its "
+                f"{processes.torchrun_world_size} processes would train a run of its own): start it with `zoo run` "
+                f"alone")
+        return processes.run_here()
 
     @classmethod
     def create(cls, cfg: EasyDict, rank: int = 0, world_size: int = 1) -> TrainingLoop:

@@ -21,13 +21,14 @@ Only rank 0 evaluates and writes the run directory; a checkpoint (a collective: 
 the common state plus each worker's env snapshot and RNG streams under ``workers``, and a resume hands each rank
 its own part. ``env_steps`` counts the steps of all workers.
 
-Processes are started by ``zoo.launcher`` (``zoo run`` spawns them locally) or by ``torchrun``; this module only
+Processes are started by ``zoo.run.launch`` (``zoo run`` spawns them locally) or by ``torchrun``; this module only
 uses the initialised default process group.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -115,7 +116,6 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
     collective may wait for a silent peer). Observation and reward normalisation default to on, as in DPPO.
     """
 
-    distributed: ClassVar[bool] = True
     fields: ClassVar[dict[str, Field]] = {
         **SerialOnPolicyPipeline.fields,
         "world_size": Field(2, "worker processes (torchrun: WORLD_SIZE)", range=(1, 65_536), frozen=True),
@@ -126,6 +126,39 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
         "normalize_reward": SerialOnPolicyPipeline.fields["normalize_reward"].but(
             True, "scale rewards by a running return std, statistics merged across workers"),
     }
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> dict[str, Any]:
+        """Under torchrun the workers are its processes: ``world_size`` is its WORLD_SIZE."""
+        if all(name in environ for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+            return {"world_size": int(environ["WORLD_SIZE"])}
+        return {}
+
+    @classmethod
+    def backend(cls, cfg: EasyDict) -> str:
+        """The process group's backend (``auto``: nccl on CUDA, gloo on the CPU); ConfigError for one the device
+        or this torch build cannot use, before any process starts."""
+        backend = cfg.pipeline.backend
+        cuda = str(cfg.device).startswith("cuda")
+        if backend == "auto":
+            backend = "nccl" if cuda else "gloo"
+        if backend == "nccl" and not cuda:
+            raise ConfigError(f"pipeline.backend 'nccl' needs CUDA but device is '{cfg.device}': "
+                              f"set device=cuda, or pipeline.backend=gloo (or auto)")
+        if backend == "nccl" and not dist.is_nccl_available():
+            raise ConfigError("pipeline.backend 'nccl' is not available in this torch build: use pipeline.backend=gloo")
+        return backend
+
+    @classmethod
+    def launch(cls, cfg: EasyDict, processes: Any) -> dict[str, Any]:
+        """torchrun's processes join its group; ``zoo run`` spawns ``world_size`` workers (one: this process)."""
+        backend = cls.backend(cfg)
+        if processes.torchrun:
+            processes.join_group(backend, float(cfg.pipeline.timeout_s))
+            return processes.run_here()
+        if cfg.pipeline.world_size > 1:
+            return processes.spawn_workers(backend)
+        return processes.run_here()
 
     def __init__(self, cfg: EasyDict, rank: int = 0, world_size: int = 1) -> None:
         rank, world_size = world_info()

@@ -8,14 +8,13 @@ could make two of them collide.
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
 import numpy as np
 import torch
 from easydict import EasyDict
-
-from ..plugins import import_modules, load_plugins
 
 # Spawn-key index of each component; append new ones at the end so existing streams keep their seeds.
 COMPONENTS = {"torch": 0, "numpy": 1, "python": 2, "env": 3, "eval": 4, "replay": 5, "actions": 6}
@@ -32,12 +31,8 @@ def component_seed(seed: int, rank: int, component: str, *more: int) -> int:
 
 
 def setup_process(cfg: EasyDict, rank: int = 0) -> dict[str, int]:
-    """Load plugins and ``import_names`` (again, in a spawned process), set torch threads, seed the global RNGs.
-
-    Returns the component seeds of this rank by name.
-    """
-    load_plugins()
-    import_modules(list(cfg.get("import_names") or []), list(cfg.get("import_paths") or []))
+    """Set torch threads and seed the global RNGs (plugins and ``import_names`` are loaded once, at the process's
+    start: ``zoo.plugins.load_run_plugins``). Returns the component seeds of this rank by name."""
     if torch.get_num_threads() != cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     seeds = {name: component_seed(cfg.seed, rank, name) for name in COMPONENTS}
@@ -68,3 +63,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def _tuples(value: Any) -> Any:
     # random.setstate wants tuples all the way down; a round trip through some formats gives lists.
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def process_device(name: str) -> torch.device:
+    """This process's device for the config's ``device``: a plain ``cuda`` in one of several processes on a
+    machine becomes ``cuda:LOCAL_RANK`` (modulo the GPUs there: one GPU per worker, as torchrun and zoo's own
+    supervisor set LOCAL_RANK), made the current CUDA device."""
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        index = int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return device

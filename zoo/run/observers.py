@@ -15,9 +15,9 @@ from ..config import to_plain
 from ..errors import ZooError, first_line
 from ..pipelines.loop import TrainingLoop
 from ..pipelines.observers import Evaluation, Observer
-from ..pipelines.progress import Progress
-from ..pipelines.run_dir import RunDirectory
 from ..plugins import callback_manager
+from .progress import Progress
+from .run_dir import RunDirectory
 
 log = logging.getLogger("zoo")
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from easydict import EasyDict
 
-from .config import load_config_file
-from .config.resolve import resolve_config
-from .envs import EnvSpec
-from .errors import ConfigError, RunDirectoryError, ZooError, first_line
-from .pipelines.run_dir import BEST_MODEL_FILE, CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, load_weights_only
-from .policies.build import build_policy
+from ..config import load_config_file
+from ..config.resolve import resolve_config
+from ..envs import EnvSpec
+from ..errors import ConfigError, RunDirectoryError, ZooError, first_line
+from ..policies.build import build_policy
+from .run_dir import BEST_MODEL_FILE, CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, load_weights_only
 
 TRUST_HINT = "if you trust this run directory, pass --trust-imports (zoo.load(..., trust_imports=True))"
 

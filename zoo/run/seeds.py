@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import load_config_file
-from .errors import ConfigError
-from .experiment import resolve_config, train
+from ..config import load_config_file
+from ..config.resolve import resolve_config
+from ..errors import ConfigError
+from .train import train
 
 
 def _last_eval(run_dir: str | None) -> float | None:

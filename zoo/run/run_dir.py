@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from ..config import check_exp_name, dump_config
 from ..errors import ConfigError, RunDirectoryError
+from ..pipelines.loop import CHECKPOINT_FORMAT
 from .metrics_files import METRICS_CSV, METRICS_JSONL, MetricsWriter, read_rows
 from .state_files import (
     atomic_torch_save,
@@ -47,7 +48,6 @@ CHECKPOINT_FILE = "checkpoint.pt"
 MODEL_FILE = "model.pt"
 BEST_MODEL_FILE = "best_model.pt"
 LOCK_FILE = ".lock"
-CHECKPOINT_FORMAT = 2
 __all__ = ["BEST_MODEL_FILE", "CHECKPOINT_FILE", "CHECKPOINT_FORMAT", "CONFIG_FILE", "LOCK_FILE", "METRICS_CSV",
            "METRICS_JSONL", "MODEL_FILE", "RunDirectory", "atomic_torch_save", "check_exp_name", "decode_state",
            "encode_state", "load_weights_only", "new_run_directory"]

@@ -1,5 +1,5 @@
-"""From a config to a running pipeline: load, resolve, build, run; resume (``zoo.resume``) and load
-(``zoo.loading``) live beside it.
+"""``zoo.train`` / ``zoo run``: from a config to a running pipeline (load, resolve, launch, build, run); resume
+(``zoo.run.resume``) and load (``zoo.run.load``) live beside it.
 
 Order matters for "nothing half-made": a new run builds its pipeline (envs, policy: everything that can fail on
 bad input) before its run directory exists; a resumed run restores the checkpoint into a freshly built pipeline
@@ -8,57 +8,25 @@ before it touches the run directory (metrics cut back to the checkpoint, config.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from easydict import EasyDict
 
-from . import launcher
-from .config import load_config_file
-from .config.resolve import BASE_CONFIG, BASE_RANGES, FROZEN_KEYS, resolve_config
-from .errors import ConfigError
-from .loading import load_run
-from .pipelines.run_dir import RunDirectory, new_run_directory
+from ..config import load_config_file
+from ..config.resolve import resolve_config
+from ..errors import ConfigError
+from ..rl_utils.distributed import world_info
+from .build import build_pipeline
+from .launch import launch
+from .log import ensure_logging
+from .observers import run_observers
 from .resume import resume as _resume
 from .resume import resume_config
-from .rl_utils.distributed import world_info
-from .run.build import build_pipeline
-from .run.observers import run_observers
-
-__all__ = ["BASE_CONFIG", "BASE_RANGES", "FROZEN_KEYS", "build_pipeline", "ensure_logging", "load_run",
-           "resolve_config", "run_worker", "train"]
-
-
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at the time of each message (it may be replaced after set-up)."""
-
-    @property  # type: ignore[override]
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: Any) -> None:
-        pass
-
-
-def ensure_logging(level: int | None = None) -> None:
-    """Messages that are not the progress line go through the ``zoo`` logger; unless the application configured
-    it, they go to stderr as ``zoo: message`` at INFO (``level`` changes that: ``zoo run -q``/``-v``)."""
-    logger = logging.getLogger("zoo")
-    if not logger.handlers:
-        handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("zoo: %(message)s"))
-        logger.addHandler(handler)
-        logger.propagate = False
-        if logger.level == logging.NOTSET:
-            logger.setLevel(logging.INFO)
-    if level is not None:
-        logger.setLevel(level)
+from .run_dir import RunDirectory, new_run_directory
 
 
 def train(
@@ -69,8 +37,8 @@ def train(
 ) -> dict[str, Any]:
     """Train from a config file or dict, or continue a run directory (``resume``); returns the summary.
 
-    A multi-process pipeline (``parallel_sync`` with ``world_size > 1``) spawns its workers here and supervises
-    them (see ``zoo.launcher``), or, under torchrun, joins the process group torchrun describes.
+    The pipeline starts its own processes (``TrainingLoop.launch``, see ``zoo.run.launch``): DPPO spawns and
+    supervises its workers here, or, under torchrun, joins the process group torchrun describes.
 
     Arguments:
         config: a ``.py``/``.yaml``/``.json`` config file or a config mapping (None with ``resume``).
@@ -88,34 +56,15 @@ def train(
             raise ConfigError("use either a config (--config) or a run directory (--resume), not both: "
                               "a resumed run always uses its own config.yaml plus --set overrides")
         run_path = Path(resume)
-        cfg = resume_config(run_path, overrides, repair)
+        cfg = resume_config(run_path, overrides, repair, environ=os.environ)
     else:
         if config is None:
             raise ConfigError("nothing to train: give a config file or dict (zoo run --config FILE)")
         is_file = isinstance(config, (str, Path))
         user_cfg = load_config_file(config) if is_file else config
-        cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None)
+        cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None, environ=os.environ)
         run_path = None
-    if launcher.under_torchrun() and launcher.is_actor_learner(cfg):
-        rank = launcher.join_actor_learner(cfg)
-        if rank != 0:  # an actor; the learner (rank 0) owns the run
-            from .pipelines.remote_actors import remote_actor_main
-
-            return remote_actor_main(cfg)
-        return run_worker(cfg, None if run_path is None else str(run_path), repair=repair)
-    if launcher.under_torchrun() and not launcher.is_distributed(cfg) and int(os.environ["WORLD_SIZE"]) > 1:
-        raise ConfigError(
-            f"pipeline '{cfg.pipeline.type}' does not run under torchrun (each of its {os.environ['WORLD_SIZE']} "
-            f"processes would train a run of its own): start it with `zoo run` alone"
-        )
-    if launcher.is_distributed(cfg):
-        if launcher.under_torchrun():
-            launcher.check_backend(cfg)
-            launcher.join_from_environment(cfg)
-        elif cfg.pipeline.world_size > 1:
-            launcher.check_backend(cfg)
-            return launcher.spawn(cfg, run_path, run_worker, repair)
-    return run_worker(cfg, None if run_path is None else str(run_path), repair=repair)
+    return launch(cfg, run_path, repair, run_worker)
 
 
 def run_worker(

@@ -18,21 +18,21 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from easydict import EasyDict
 
-from .config import load_config_file, parse_override, to_plain
-from .config.resolve import check_frozen, config_differences, resolve_config
-from .errors import ConfigError, RunDirectoryError, ZooError, first_line
-from .pipelines.loop import TrainingLoop
-from .pipelines.metrics_files import METRICS_JSONL, repair_rows, rows_for_resume
-from .pipelines.run_dir import CHECKPOINT_FILE, CONFIG_FILE, LOCK_FILE, RunDirectory
-from .rl_utils.distributed import world_info
-from .run.build import build_pipeline
-from .run.observers import run_observers
+from ..config import load_config_file, parse_override, to_plain
+from ..config.resolve import check_frozen, config_differences, resolve_config
+from ..errors import ConfigError, RunDirectoryError, ZooError, first_line
+from ..pipelines.loop import TrainingLoop
+from ..rl_utils.distributed import world_info
+from .build import build_pipeline
+from .metrics_files import METRICS_JSONL, repair_rows, rows_for_resume
+from .observers import run_observers
+from .run_dir import CHECKPOINT_FILE, CONFIG_FILE, LOCK_FILE, RunDirectory
 
 log = logging.getLogger("zoo")
 REPAIR_HINT = "resume with --repair to restore config.yaml from the checkpoint"
@@ -54,7 +54,8 @@ def _overridden(overrides: list[Any] | None) -> list[str]:
     return keys
 
 
-def resume_config(run_path: Path, overrides: list[Any] | None, repair: bool = False) -> EasyDict:
+def resume_config(run_path: Path, overrides: list[Any] | None, repair: bool = False,
+                  environ: Mapping[str, str] | None = None) -> EasyDict:
     """The config to continue ``run_path`` with: its own (checked against its checkpoint's) plus ``overrides``."""
     trained, replaced = _trained_config(run_path)
     base: Any = None
@@ -98,7 +99,7 @@ def resume_config(run_path: Path, overrides: list[Any] | None, repair: bool = Fa
                 f"damaged; change keys on resume with --set KEY=VALUE, or {REPAIR_HINT}")
         else:
             base = trained if differs else base
-    cfg = resolve_config(base, overrides)
+    cfg = resolve_config(base, overrides, environ=environ)
     check_frozen(resolve_config(base), cfg, run_path)
     return cfg
 

@@ -1,0 +1,93 @@
+"""Launching: each pipeline says how its processes start (``TrainingLoop.launch``), from the pieces ``Processes``
+offers: train here, in this process; join the process group torchrun describes; spawn data-parallel workers on
+this machine under a supervisor (``zoo.run.supervisor``).
+
+Under torchrun (``torchrun ... -m zoo run --config FILE``) each process finds RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR and MASTER_PORT in its environment. What a pipeline derives from that environment (DPPO's
+``world_size``, IMPALA's ``num_actors``) is resolved into the config before it is validated and written into
+config.yaml (``TrainingLoop.from_environment``); nothing changes the config afterwards. Each torchrun rank also
+watches torchrun's agent: if the agent dies (SIGKILL, OOM), nothing else would stop the ranks, which would train on
+with rank 0 holding the run directory's lock; their SIGTERM handling runs instead (every rank stops after the same
+iteration, rank 0 saves and unlocks) and they exit, or are ended 30 s later. ``die_with_parent`` would not do: its
+signal follows the agent's *thread* that started the rank, which need not live as long as the agent.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+from easydict import EasyDict
+
+from ..lifetime import stop_when_parent_dies
+from ..registry import PIPELINE_REGISTRY
+from . import supervisor
+
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# How long a torchrun rank whose agent died may take to save and exit after its SIGTERM before it is ended.
+ORPHAN_GRACE_S = 30.0
+
+
+def under_torchrun(environ: Mapping[str, str] | None = None) -> bool:
+    """True in a process started by torchrun (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT)."""
+    environ = os.environ if environ is None else environ
+    return all(name in environ for name in TORCHRUN_VARIABLES)
+
+
+class Processes:
+    """The ways a pipeline's processes can start, for its ``launch`` classmethod (see the module docstring).
+
+    ``entry(cfg, resume, on_run_dir, repair)`` builds and runs the pipeline in one process (``run_worker``).
+    """
+
+    def __init__(self, cfg: EasyDict, resume: Path | None, repair: bool,
+                 entry: Callable[..., dict[str, Any]]) -> None:
+        self.cfg, self.resume, self.repair, self.entry = cfg, resume, repair, entry
+
+    @property
+    def torchrun(self) -> bool:
+        """Whether torchrun started this process (its rank and world size are in the environment)."""
+        return under_torchrun()
+
+    @property
+    def torchrun_world_size(self) -> int:
+        """WORLD_SIZE under torchrun (1 otherwise)."""
+        return int(os.environ["WORLD_SIZE"]) if self.torchrun else 1
+
+    def run_here(self) -> dict[str, Any]:
+        """Build and run the pipeline in this process; its summary."""
+        return self.entry(self.cfg, None if self.resume is None else str(self.resume), None, self.repair)
+
+    def join_group(self, backend: str, timeout_s: float = 1800.0) -> int:
+        """Under torchrun: watch the agent, join the process group it describes (env://); this process's rank."""
+        stop_when_parent_dies(ORPHAN_GRACE_S)
+        if not dist.is_initialized():
+            dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
+            atexit.register(_destroy_group)
+        return dist.get_rank()
+
+    def spawn_workers(self, backend: str) -> dict[str, Any]:
+        """Start ``pipeline.world_size`` workers on this machine under a supervisor; rank 0's summary."""
+        return supervisor.spawn(self.cfg, self.resume, self.entry, self.repair, backend)
+
+
+def _destroy_group() -> None:
+    # A torchrun rank ends with its process group destroyed, as torch asks: left to the interpreter's teardown,
+    # the group of a rank whose agent had died (its store gone) aborted in C++ in about one exit in eight
+    # ("terminate called without an active exception"), after the rank had stopped and saved.
+    if dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # a broken group cannot always be torn down cleanly; the process ends anyway
+            pass
+
+
+def launch(cfg: EasyDict, resume: Path | None, repair: bool, entry: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    """Start the processes of ``cfg``'s pipeline (its ``launch`` classmethod) and return rank 0's summary (a
+    worker's or actor's own on the other ranks)."""
+    return PIPELINE_REGISTRY.get(cfg.pipeline.type).launch(cfg, Processes(cfg, resume, repair, entry))
