@@ -457,3 +457,23 @@ def test_rewards_of_the_killed_phases_are_finite_and_the_reference_learned(unbro
     rows = _rows(unbroken_sac)
     assert len(rows) == 7 and all(np.isfinite(row["episode_return_mean"] or 0.0) for row in rows)
     assert any(row.get("critic_loss") is not None for row in rows)  # the phases cover learning iterations too
+
+
+# -- a bug in zoo reads as a bug, a checkpoint that does not fit as the one-line error --------------------------
+def test_a_bug_during_restore_is_reported_as_a_bug_not_as_a_misfit(tmp_path, unbroken_sac, capsys, monkeypatch):
+    from zoo.policies import SACPolicy
+
+    run = tmp_path / "run"
+    shutil.copytree(unbroken_sac, run)
+
+    def broken(self, state):
+        raise TypeError("'NoneType' object is not subscriptable")  # what a slip in zoo's own code raises
+
+    monkeypatch.setattr(SACPolicy, "load_state_dict", broken)
+    assert main(["run", "--resume", str(run), "--set", "pipeline.max_env_steps=800"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the replay buffer's info line
+    assert err.startswith("zoo: internal error: TypeError") and "bug" in err and "ZOO_DEBUG=1" in err, err
+    assert "does not fit" not in err
+    monkeypatch.setenv("ZOO_DEBUG", "1")
+    assert main(["run", "--resume", str(run), "--set", "pipeline.max_env_steps=800"]) == 1
+    assert "Traceback" in capsys.readouterr().err

@@ -1,8 +1,9 @@
 """`zoo run | list | eval`: parse arguments, load the config, call a pipeline.
 
 Exit codes: 0 done; 2 bad input or a run that cannot go on (one line ``zoo: error: ...`` on stderr, naming the
-problem and the fix; ``--debug`` adds the traceback); 128 + N after signal N saved the run (130 Ctrl-C,
-143 SIGTERM, 129 SIGHUP).
+problem and the fix; ``--debug`` or ``ZOO_DEBUG=1`` adds the traceback); 1 a bug in zoo (one line ``zoo: internal
+error: ...`` asking for a report; the traceback with ``ZOO_DEBUG=1``); 128 + N after signal N saved the run
+(130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from . import __version__
-from .errors import ZooError
+from .errors import ZooError, first_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -265,10 +266,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         return _eval(args)
     except ZooError as error:
-        if args.debug:
+        if args.debug or os.environ.get("ZOO_DEBUG"):
             traceback.print_exc()
         print(f"zoo: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # not the user's input: a bug in zoo (or in a plugin it called)
+        if args.debug or os.environ.get("ZOO_DEBUG"):
+            traceback.print_exc()
+        print(f"zoo: internal error: {type(error).__name__}: {first_line(error, 300)}: this is a bug; please "
+              f"report it with the command you ran (ZOO_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("zoo: interrupted: the last checkpoint is kept", file=sys.stderr)
         return 130

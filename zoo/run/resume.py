@@ -170,13 +170,24 @@ def resume(run_path: Path, cfg: EasyDict, rank: int, on_run_dir: Callable[[Path]
     return summary
 
 
+# What a checkpoint that does not fit the config raises while it is loaded (besides zoo's own errors): missing or
+# extra keys, tensors of other shapes (torch's load_state_dict), a snapshot that cannot be unpickled.
+_MISFITS = ("state_dict", "size mismatch", "missing key", "unexpected key", "shape", "does not match")
+
+
 def _restore(pipeline: TrainingLoop, state: dict[str, Any] | None, run_path: Path) -> None:
+    """Load ``state`` into ``pipeline``: a checkpoint that does not fit the config is one ConfigError line; any
+    other exception is a bug in zoo and goes up as it is (the CLI asks for a report)."""
     try:
         pipeline.load_state_dict(state)
     except ZooError as exc:
         raise ConfigError(f"cannot resume '{run_path}': {exc}") from None
-    except (KeyError, ValueError, RuntimeError, TypeError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+    except (KeyError, ValueError, RuntimeError, pickle.UnpicklingError, EOFError) as exc:
         detail = first_line(exc, 200)
+        misfit = isinstance(exc, (KeyError, pickle.UnpicklingError, EOFError)) or any(
+            word in str(exc).lower() for word in _MISFITS)
+        if not misfit:
+            raise
         raise ConfigError(
             f"cannot resume '{run_path}': its checkpoint does not fit this config ({detail}): resume without "
             f"overrides that change the model or env, or start a new run"
