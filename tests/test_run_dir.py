@@ -369,3 +369,22 @@ def test_extending_a_run_continues_the_schedule_and_does_not_stop_again_for_the_
     # A new target applies again.
     again = train(None, ["pipeline.max_env_steps=12000", "pipeline.stop_return=16.0"], resume=run)
     assert again["reason"] == "stop_return" and 8000 < again["env_steps"] < 12000
+
+
+def test_each_session_records_what_the_results_depend_on_beyond_the_config(tmp_path):
+    import json
+
+    import gymnasium
+    import numpy
+
+    from zoo.rl_utils._scan import kernels_available
+
+    summary = train({**A2C, "runs_dir": str(tmp_path)}, ["pipeline.max_env_steps=64"])
+    run = Path(summary["run_dir"])
+    train(None, ["pipeline.max_env_steps=128"], resume=run)
+    sessions = json.loads((run / "environment.json").read_text())["sessions"]
+    assert len(sessions) == 2  # one per session: a resumed run may continue under other versions
+    first = sessions[0]
+    assert first["torch"] == torch.__version__ and first["numpy"] == numpy.__version__
+    assert first["gymnasium"] == gymnasium.__version__ and first["python"].count(".") == 2
+    assert first["rl_utils_kernels"] == ("compiled C" if kernels_available() else "numpy fallback")

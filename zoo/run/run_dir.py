@@ -23,6 +23,7 @@ Guarantees, each tested:
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import re
@@ -48,6 +49,7 @@ CHECKPOINT_FILE = "checkpoint.pt"
 MODEL_FILE = "model.pt"
 BEST_MODEL_FILE = "best_model.pt"
 LOCK_FILE = ".lock"
+ENVIRONMENT_FILE = "environment.json"
 __all__ = ["BEST_MODEL_FILE", "CHECKPOINT_FILE", "CHECKPOINT_FORMAT", "CONFIG_FILE", "LOCK_FILE", "METRICS_CSV",
            "METRICS_JSONL", "MODEL_FILE", "RunDirectory", "atomic_torch_save", "check_exp_name", "decode_state",
            "encode_state", "load_weights_only", "new_run_directory"]
@@ -210,6 +212,19 @@ class RunDirectory:
             dump_config(cfg, self.root / CONFIG_FILE)
         return self.config_path
 
+    def record_environment(self) -> None:
+        """Add this session to ``environment.json``: what a run's results depend on beyond its config (the versions
+        of zoo, Python, torch, numpy and gymnasium, whether the compiled rl_utils kernels or their numpy fallback
+        ran, the machine), one entry per session, since a resumed run may continue under other versions."""
+        path = self.root / ENVIRONMENT_FILE
+        sessions = []
+        try:
+            sessions = list(json.loads(path.read_text()).get("sessions", []))
+        except (OSError, ValueError, AttributeError):
+            pass  # none yet, or unreadable: a new list (this file is a record, never an input)
+        sessions.append(environment())
+        self._write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
+
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one row to metrics.jsonl and metrics.csv (a key no earlier row had gets a new CSV column)."""
         with writing(self.path / METRICS_JSONL):
@@ -313,3 +328,30 @@ class RunDirectory:
                     f"'{self.path / files[name]}' (the {name} saved with checkpoint.pt) is missing: restore it from "
                     f"a copy{hint}")
             state["separate"][name] = load_weights_only(path)
+
+
+def environment() -> dict[str, Any]:
+    """The versions and machine this process trains with (see ``RunDirectory.record_environment``)."""
+    import importlib.metadata
+    import platform
+    import time
+
+    import gymnasium
+    import numpy
+    import torch
+
+    from .. import __version__
+    from ..rl_utils._scan import kernels_available
+
+    try:
+        scipy_version = importlib.metadata.version("scipy")
+    except importlib.metadata.PackageNotFoundError:
+        scipy_version = None
+    return {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "zoo": __version__, "python": platform.python_version(),
+        "torch": torch.__version__, "numpy": numpy.__version__, "gymnasium": gymnasium.__version__,
+        "scipy": scipy_version, "rl_utils_kernels": "compiled C" if kernels_available() else "numpy fallback",
+        "cuda": torch.version.cuda if torch.cuda.is_available() else None,
+        "machine": f"{platform.system()} {platform.machine()} {platform.processor() or ''}".strip(),
+        "cpus": os.cpu_count(),
+    }
