@@ -90,3 +90,27 @@ def test_mismatched_state_is_refused():
         FlatOptimizer(make_net(), "rmsprop", lr=1e-3).load_state_dict(opt.state_dict())
     with pytest.raises(ValueError, match="unknown: use 'adam' or 'rmsprop'"):
         FlatOptimizer(make_net(), "sgd", lr=1e-3)
+
+
+def test_sync_parameter_gradients_averages_every_gradient_through_one_flat_buffer():
+    from zoo.policies import LearnContext, sync_parameter_gradients
+
+    class Halving(LearnContext):  # stands for the all-reduce mean of two learners whose other gradient is zero
+        def sync_gradients(self, grad):
+            self.calls = getattr(self, "calls", 0) + 1
+            grad.mul_(0.5)
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    model(torch.ones(5, 3)).sum().backward()
+    before = [p.grad.clone() for p in model.parameters()]
+    serial = Halving(world_size=1)
+    sync_parameter_gradients(model.parameters(), serial)
+    assert all(torch.equal(p.grad, b) for p, b in zip(model.parameters(), before, strict=True))
+    assert getattr(serial, "calls", 0) == 0  # serially: nothing, not even a copy
+    model[1].bias.grad = None  # a parameter without a gradient takes part as zeros
+    parallel = Halving(world_size=2)
+    sync_parameter_gradients(model.parameters(), parallel)
+    assert parallel.calls == 1  # one collective for all of them
+    for p, b in zip(list(model.parameters())[:3], before[:3], strict=True):
+        torch.testing.assert_close(p.grad, 0.5 * b)
+    assert torch.equal(model[1].bias.grad, torch.zeros(2))

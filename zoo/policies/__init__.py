@@ -1,15 +1,19 @@
 """Policy plugins: one module per algorithm, all on the contract in ``base.py``.
 
 Public for plugin authors: ``Policy`` (the contract), ``ActorCriticPolicy`` (the on-policy actor-critic base),
-``CollectOutput``, ``LearnContext``, ``normalize_advantage`` and the batch types re-exported from ``zoo.data``.
+``CollectOutput``, ``LearnContext``, ``build_policy``, the advantage helpers (``normalize_advantage``,
+``advantage_moments``, ``normalize_with``), ``sync_parameter_gradients`` (a policy with its own torch optimiser on
+data-parallel learners) and the batch types re-exported from ``zoo.data``.
 """
 
 from ..data import Rollout, Samples, Transitions, Unroll
 from .a2c import A2CPolicy
-from .actor_critic import ActorCriticPolicy, normalize_advantage
+from .actor_critic import ActorCriticPolicy, advantage_moments, normalize_advantage, normalize_with
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
+from .build import build_policy
 from .dppo import DPPOPolicy
 from .impala import ImpalaPolicy
+from .optim import sync_parameter_gradients
 from .ppo import PPOPolicy
 from .sac import SACACEPolicy, SACPolicy
 
@@ -29,5 +33,9 @@ __all__ = [
     "Samples",
     "Transitions",
     "Unroll",
+    "advantage_moments",
+    "build_policy",
     "normalize_advantage",
+    "normalize_with",
+    "sync_parameter_gradients",
 ]

@@ -156,3 +156,33 @@ class FlatOptimizer:
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         if self.algorithm == "adam":
             self.exp_avg.copy_(state["exp_avg"])
+
+
+def sync_parameter_gradients(parameters: list[nn.Parameter] | Any, ctx: Any) -> None:
+    """Average the ``.grad`` of ``parameters`` over data-parallel learners: the hook a policy with its own
+    ``torch.optim`` optimiser calls between ``backward`` and ``step`` to run on ``parallel_sync``.
+
+    The gradients are copied into one flat buffer, ``ctx.sync_gradients`` (one all-reduce) averages it, and the
+    result is written back into each ``.grad``. Serially ``ctx.sync_gradients`` does nothing, and neither does this
+    (no copy is made when ``ctx.world_size`` is 1). Parameters without a gradient count as zeros.
+
+    Examples:
+        >>> loss.backward()
+        >>> sync_parameter_gradients(model.parameters(), ctx)
+        >>> optimizer.step()
+    """
+    if getattr(ctx, "world_size", 1) <= 1:
+        return
+    params = [p for p in parameters if p.requires_grad]
+    if not params:
+        return
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+    ctx.sync_gradients(flat)
+    offset = 0
+    for p in params:
+        part = flat[offset : offset + p.numel()].view_as(p)
+        if p.grad is None:
+            p.grad = part.clone()
+        else:
+            p.grad.copy_(part)
+        offset += p.numel()
