@@ -43,3 +43,9 @@ def test_quiet_verbose_and_the_final_line(tmp_path):
     assert verbose.returncode == 0 and verbose.stderr.count("zoo: row {") == 10
     both = _run(tmp_path, "-q", "-v")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_the_return_label_names_the_window_it_averages():
+    stream = io.StringIO()
+    Progress(1000, 0.0, stream, window=4).update(100, {"sps": 50.0, "wall_time": 2.0, "episode_return_mean": 3.0})
+    assert "return(4)" in stream.getvalue() and "return(100)" not in stream.getvalue()

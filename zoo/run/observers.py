@@ -86,7 +86,8 @@ class ProgressLine(Observer):
         self.progress: Progress | None = None
 
     def start(self, loop: TrainingLoop) -> None:
-        self.progress = Progress(loop.cfg.pipeline.max_env_steps, loop.cfg.pipeline.log_every_s)
+        pipe = loop.cfg.pipeline
+        self.progress = Progress(pipe.max_env_steps, pipe.log_every_s, window=pipe.stats_window)
 
     def row(self, loop: TrainingLoop, row: dict[str, Any]) -> None:
         self.progress.update(loop.env_steps, row)

@@ -11,7 +11,9 @@ class Progress:
     """Shows env steps, SPS, the recent training return, the latest eval, elapsed time and the ETA (at the current
     steps/s); ``close`` ends the live line."""
 
-    def __init__(self, total_steps: int, log_every_s: float = 2.0, stream: TextIO | None = None) -> None:
+    def __init__(self, total_steps: int, log_every_s: float = 2.0, stream: TextIO | None = None,
+                 window: int = 100) -> None:
+        self.window = window  # episodes in the training-return window (pipeline.stats_window): the label says it
         self.total = total_steps
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty()
@@ -31,7 +33,7 @@ class Progress:
         sps = row.get("sps", 0) or 0
         text = f"steps {env_steps:>9,d}/{self.total:,d} ({fraction:5.1%})  sps {sps:>8,.0f}"
         if row.get("episode_return_mean") is not None:
-            text += f"  return(100) {row['episode_return_mean']:8.2f}"
+            text += f"  return({self.window}) {row['episode_return_mean']:8.2f}"
         if self._eval is not None:
             text += f"  eval {self._eval:8.2f}"
         elapsed = float(row.get("wall_time", 0.0) or 0.0)
