@@ -351,7 +351,8 @@ def test_only_rank_0_writes_and_the_checkpoint_holds_every_workers_state(tmp_pat
     assert all(snapshots) and snapshots[0] != snapshots[1]  # each worker's own episodes
     assert not torch.equal(workers[0]["rng"]["torch"], workers[1]["rng"]["torch"])
     sorted_files = sorted(p.name for p in runs[0].iterdir() if p.name != ".lock")
-    assert sorted_files == ["checkpoint.pt", "config.yaml", "metrics.csv", "metrics.jsonl", "model.pt"]
+    assert sorted_files == ["checkpoint.pt", "config.yaml", "environment.json", "metrics.csv", "metrics.jsonl",
+                            "model.pt"]
 
 
 @pytest.mark.parametrize("how", ["sigterm_to_zoo_run", "ctrl_c_to_the_process_group"])

@@ -7,6 +7,8 @@
 - The pipeline in-process: counters, lag and throughput metrics, a bounded queue, killed actors restarted (or the
   run stopped in one line), a broken env stopping the run, resume; through ``zoo run``: SIGTERM saves and leaves
   no actor behind.
+- The one actor loop against a scripted learner (newer weights only, version tags, seeds, one-line failures), and
+  both pools as ``ActorPool``s with their checkpoint state; the torchrun tests run the same loop on a rank.
 """
 
 from __future__ import annotations
@@ -29,9 +31,19 @@ from test_dppo import _alive, _children  # the /proc helpers
 from zoo.config import load_config_file
 from zoo.config.resolve import resolve_config
 from zoo.data import Unroll
-from zoo.errors import ConfigError
-from zoo.pipelines.parallel_async import ActorError, UnrollSlots, WeightBoard
+from zoo.envs import EnvSpec
+from zoo.errors import ConfigError, NonFiniteError
+from zoo.pipelines.actor_learner import (
+    ActorError,
+    ActorPool,
+    LocalActorPool,
+    RemoteActorPool,
+    UnrollSlots,
+    WeightBoard,
+    run_actor,
+)
 from zoo.policies import ImpalaPolicy, LearnContext
+from zoo.policies.build import build_policy
 from zoo.run import build_pipeline, train
 from zoo.run.run_dir import load_weights_only
 
@@ -345,6 +357,114 @@ def test_a_queue_smaller_than_a_batch_is_a_config_error(tmp_path):
         _pipeline(tmp_path, queue_size=3, batch_unrolls=4)
 
 
+# -- the actor loop and the pools ----------------------------------------------------------------------------------
+class _ScriptedLearner:
+    """An ``ActorChannel`` in this process: publishes version 0, then version 1 after the second unroll; says stop
+    after ``count`` unrolls; ``error`` is raised by the first delivery instead."""
+
+    def __init__(self, weights: list[dict], incarnation: int = 0, count: int = 4, error: BaseException | None = None):
+        self.by_version, self.published = weights, (0, weights[0])
+        self.incarnation, self.count, self.error = incarnation, count, error
+        self.events: list[str] = []
+        self.unrolls: list[Unroll] = []
+        self.failures: list[tuple[str, bool]] = []
+
+    def connect(self):
+        self.events.append("connect")
+        return self.incarnation
+
+    def ready(self):
+        self.events.append("ready")
+
+    def weights(self, version):
+        if self.published[0] == version:
+            return None
+        self.events.append(f"weights {self.published[0]}")
+        return self.published
+
+    def deliver(self, unroll, episodes):
+        if self.error is not None:
+            raise self.error
+        self.unrolls.append(unroll)
+        if len(self.unrolls) == 2:
+            self.published = (1, self.by_version[1])
+        return len(self.unrolls) < self.count
+
+    def fail(self, line, fatal):
+        self.failures.append((line, fatal))
+
+    def learner_gone(self, error):
+        return isinstance(error, EOFError)
+
+
+def _run_actor(cfg, channel) -> None:
+    threads = torch.get_num_threads()
+    try:
+        run_actor(cfg, 0, channel)
+    finally:
+        torch.set_num_threads(threads)  # an actor runs on one thread; this test process does not
+
+
+def _actor_weights(cfg) -> tuple[list[dict], list[ImpalaPolicy]]:
+    """Two acting-only policies (initialised apart: the weights of versions 0 and 1) and their actor weights."""
+    spaces = EnvSpec.from_config(cfg).spaces()
+    policies = [build_policy(cfg, *spaces, "cpu", acting_only=True) for _ in range(2)]
+    return [policy.actor_state_dict() for policy in policies], policies
+
+
+def test_the_actor_loop_loads_only_newer_weights_and_tags_each_unroll_with_their_version(tmp_path):
+    cfg = resolve_config(_config(tmp_path))
+    weights, policies = _actor_weights(cfg)
+    channel = _ScriptedLearner(weights)
+    _run_actor(cfg, channel)
+    assert channel.events == ["connect", "ready", "weights 0", "weights 1"] and channel.failures == []
+    assert [u.policy_version for u in channel.unrolls] == [0, 0, 1, 1]
+    for unroll in channel.unrolls:
+        assert unroll.obs.shape == (8 + 1, 2, 4) and unroll.action.shape == (8, 2)
+        # the behaviour logits are those of the weights the unroll is tagged with, at its observations
+        expected = policies[unroll.policy_version].model.policy_output(unroll.obs[:8])
+        torch.testing.assert_close(unroll.behaviour["policy_output"], expected.detach(), rtol=1e-5, atol=1e-6)
+    again, other = _ScriptedLearner(weights), _ScriptedLearner(weights, incarnation=1)
+    _run_actor(cfg, again)
+    _run_actor(cfg, other)
+    for mine, same in zip(channel.unrolls, again.unrolls, strict=True):  # seeds from (seed, actor, incarnation)
+        assert torch.equal(mine.obs, same.obs) and torch.equal(mine.action, same.action)
+    assert not torch.equal(channel.unrolls[0].obs, other.unrolls[0].obs)  # a new start collects new episodes
+
+
+@pytest.mark.parametrize(("error", "report"), [
+    (NonFiniteError("env 'x' returned a non-finite reward"), ("env 'x' returned a non-finite reward", True)),
+    (ValueError("the env broke"), ("ValueError: the env broke", False)),
+    (EOFError(), None),  # the learner is gone: nothing to tell it
+], ids=["zoo_error_is_fatal", "other_error", "learner_gone"])
+def test_the_actor_loop_reports_a_failure_in_one_line_and_raises_it(tmp_path, error, report):
+    cfg = resolve_config(_config(tmp_path))
+    channel = _ScriptedLearner(_actor_weights(cfg)[0], error=error)
+    with pytest.raises(type(error)):
+        _run_actor(cfg, channel)
+    assert channel.failures == ([] if report is None else [report])
+
+
+def test_both_pools_are_actor_pools_and_carry_their_state_in_checkpoints(tmp_path):
+    pipeline = _pipeline(tmp_path)  # built, not started
+    try:
+        local = pipeline.pool
+        remote = RemoteActorPool(pipeline.cfg, pipeline.slots, pipeline.board)
+        assert isinstance(local, LocalActorPool) and isinstance(local, ActorPool) and isinstance(remote, ActorPool)
+        assert pipeline.components() == {"actors": local}
+        assert local.state_dict() == remote.state_dict() == {"incarnations": [0, 0], "restarts": 0}
+        local.load_state_dict({"incarnations": [3, 5], "restarts": 2})
+        assert local.state_dict() == {"incarnations": [3, 5], "restarts": 2}
+        assert [actor.incarnation for actor in local.actors] == [3, 5]  # the next starts seed from these
+        assert pipeline.state_dict()["components"]["actors"] == {"incarnations": [3, 5], "restarts": 2}
+        remote.load_state_dict({"incarnations": [3, 5], "restarts": 2})  # remote seeds come from the learner
+        assert remote.state_dict() == {"incarnations": [0, 0], "restarts": 2}
+        with pytest.raises(ConfigError, match="the checkpoint has 3 actors, the config 2"):
+            local.load_state_dict({"incarnations": [1, 1, 1], "restarts": 0})
+    finally:
+        pipeline.close()
+
+
 def test_impala_is_registered_on_parallel_async():
     cfg = resolve_config(load_config_file(CONFIGS / "impala_cartpole.py"))
     assert cfg.pipeline.type == "parallel_async"
@@ -453,16 +573,28 @@ def test_a_killed_torchrun_actor_stops_the_learner_within_30s_in_one_line(tmp_pa
 
 
 def test_discrete_actors_act_in_numpy_as_the_torch_path_does():
+    from zoo.policies.base import CollectActor
+    from zoo.policies.numpy_actor import NumpyRolloutActor
+
     policy, _ = _policy(gym.spaces.Discrete(3))
     policy.model.float()  # _policy made it float64 (torch path); float32 CPU models act in numpy
-    obs = torch.randn(64, OBS_DIM)
-    torch.manual_seed(5)
-    fast = policy.collect(obs)
-    policy._numpy_ok = False
-    torch.manual_seed(5)
-    slow = policy.collect(obs)
-    assert torch.equal(fast.raw_action, slow.raw_action) and set(fast.extras) == {"policy_output"}
-    torch.testing.assert_close(fast.extras["policy_output"], slow.extras["policy_output"], rtol=1e-5, atol=1e-6)
+    obs = torch.randn(4, 64, OBS_DIM)
+
+    def rollout(numpy_acting):
+        policy.cfg.numpy_acting = numpy_acting
+        torch.manual_seed(5)
+        actor = policy.rollout_actor(4, 64)
+        assert isinstance(actor, NumpyRolloutActor if numpy_acting else CollectActor)
+        for t in range(4):
+            actor.act(t, obs[t].numpy())
+        return actor.finish()
+
+    (fast_action, fast), (slow_action, slow) = rollout(True), rollout(False)
+    assert torch.equal(fast_action, slow_action) and set(fast) == set(slow) == {"policy_output"}
+    torch.testing.assert_close(fast["policy_output"], slow["policy_output"], rtol=1e-5, atol=1e-6)
     policy.model.double()  # a float64 model falls back to torch by itself
-    policy._numpy_ok = True
-    assert not policy._numpy_acting(obs) and policy.collect(obs.double()).extras["policy_output"].dtype == torch.float64
+    assert not policy.numpy_acting_applies() and isinstance(policy.rollout_actor(4, 64), CollectActor)
+    assert policy.collect(obs[0].double()).extras["policy_output"].dtype == torch.float64
+    box, _ = _policy(gym.spaces.Box(-1.0, 1.0, (2,)))  # Gaussian actors: collect (bound_mean squashes the mean)
+    box.model.float()
+    assert box.numpy_acting_applies() and isinstance(box.rollout_actor(4, 64), CollectActor)

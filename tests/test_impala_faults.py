@@ -25,9 +25,8 @@ from test_dppo import _alive, _children  # the /proc helpers
 from test_impala import _config, _pipeline, _wait
 
 from zoo.errors import ConfigError
+from zoo.pipelines.actor_learner import ActorError, RemoteActorPool
 from zoo.pipelines.loop import IterationAbandoned
-from zoo.pipelines.parallel_async import ActorError
-from zoo.pipelines.remote_actors import RemoteActorPool
 from zoo.run import train
 from zoo.run.run_dir import load_weights_only
 

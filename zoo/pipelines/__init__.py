@@ -1,8 +1,8 @@
 """Pipelines: the shared training loop, the vector collector, and the small pipelines built on them."""
 
+from .actor_learner import ParallelAsyncPipeline
 from .collector import VectorCollector
 from .loop import TrainingLoop
-from .parallel_async import ParallelAsyncPipeline
 from .parallel_sync import ParallelSyncPipeline
 from .serial_offpolicy import SerialOffPolicyPipeline
 from .serial_onpolicy import SerialOnPolicyPipeline

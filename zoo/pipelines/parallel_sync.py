@@ -38,7 +38,7 @@ from easydict import EasyDict
 from ..config.schema import Field
 from ..errors import ConfigError
 from ..policies.base import LearnContext
-from ..rl_utils.distributed import allreduce_grads, sync_running_mean_std, world_info
+from ..rl_utils.distributed import allreduce_grads, sync_running_mean_std, under_torchrun, world_info
 from .serial_onpolicy import SerialOnPolicyPipeline
 
 
@@ -130,7 +130,7 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> dict[str, Any]:
         """Under torchrun the workers are its processes: ``world_size`` is its WORLD_SIZE."""
-        if all(name in environ for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        if under_torchrun(environ):
             return {"world_size": int(environ["WORLD_SIZE"])}
         return {}
 

@@ -15,7 +15,8 @@ Overview:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,16 @@ ModuleOrTensors = nn.Module | Iterable[torch.Tensor]
 
 def _is_active(group: dist.ProcessGroup | None) -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
+
+
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def under_torchrun(environ: Mapping[str, str] | None = None) -> bool:
+    """True in a process started by torchrun (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT);
+    ``environ`` defaults to ``os.environ``."""
+    environ = os.environ if environ is None else environ
+    return all(name in environ for name in TORCHRUN_VARIABLES)
 
 
 def world_info(group: dist.ProcessGroup | None = None) -> tuple[int, int]:

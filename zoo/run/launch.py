@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +26,11 @@ from easydict import EasyDict
 
 from ..lifetime import stop_when_parent_dies
 from ..registry import PIPELINE_REGISTRY
+from ..rl_utils.distributed import under_torchrun
 from . import supervisor
 
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 # How long a torchrun rank whose agent died may take to save and exit after its SIGTERM before it is ended.
 ORPHAN_GRACE_S = 30.0
-
-
-def under_torchrun(environ: Mapping[str, str] | None = None) -> bool:
-    """True in a process started by torchrun (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR/PORT)."""
-    environ = os.environ if environ is None else environ
-    return all(name in environ for name in TORCHRUN_VARIABLES)
 
 
 class Processes:
