@@ -159,7 +159,7 @@ def collection_vs_raw(algo: str, rounds: int = 40, steps: int = 4096) -> dict[st
     from zoo.pipelines.serial_onpolicy import SerialOnPolicyPipeline
 
     cfg = resolve_config(load_config_file(ROOT / "configs" / f"{algo}_cartpole.py"))
-    pipeline = SerialOnPolicyPipeline(cfg)
+    pipeline = SerialOnPolicyPipeline.create(cfg)
     num_envs = cfg.pipeline.num_envs
     venv = make_vector_env("CartPole-v1", num_envs, seed=0)
     venv.reset(seed=0)

@@ -63,25 +63,25 @@ class _RandomEnds(gym.Env):
 
 @pytest.mark.parametrize("chunk", [1, 4, 9])
 def test_record_steps_equals_the_bookkeeping_of_step_by_step(chunk):
-    def make():
+    def make(episode_info=False):
         env = gym.vector.SyncVectorEnv([lambda: gym.wrappers.TimeLimit(_RandomEnds(), 6)] * 3,
                                        autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
-        return EpisodeStats(env, episode_info=False)
+        return EpisodeStats(env, episode_info=episode_info)
 
-    stepped, recorded = make(), make()
-    stepped.reset(seed=5)
-    recorded.reset(seed=5)
+    stepped, recorded, with_info = make(), make(), make(episode_info=True)
+    for venv in (stepped, recorded, with_info):
+        venv.reset(seed=5)
     actions = np.zeros(3, dtype=np.int64)
     for _ in range(40 // chunk):
-        rows = [recorded.env.step(actions)[1:4] for _ in range(chunk)]  # past the wrapper, as a collector does
+        rows = [recorded.env.step(actions)[1:4] for _ in range(chunk)]  # past the wrapper, in blocks of T steps
         reward, terminated, truncated = (np.stack(column) for column in zip(*rows))
         recorded.record_steps(reward, terminated, truncated)
         for _ in range(chunk):
             stepped.step(actions)
-        assert recorded.pop_finished() == stepped.pop_finished()  # equal floats: summed in the same order
+            with_info.step(actions)
+        finished = stepped.pop_finished()
+        assert recorded.pop_finished() == finished == with_info.pop_finished()  # equal floats: same order of sums
         np.testing.assert_array_equal(recorded._returns, stepped._returns)
         np.testing.assert_array_equal(recorded._lengths, stepped._lengths)
         np.testing.assert_array_equal(recorded._autoreset, stepped._autoreset)
-    assert recorded.episodes == stepped.episodes > 10
-    with pytest.raises(RuntimeError, match="episode_info=False"):
-        EpisodeStats(make().env).record_steps(reward, terminated, truncated)
+    assert recorded.episodes == stepped.episodes == with_info.episodes > 10

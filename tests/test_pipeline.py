@@ -25,7 +25,7 @@ def test_truncated_step_bootstraps_from_final_observation():
         "policy": {"type": "ppo", "gamma": 0.9, "gae_lambda": 0.8},
         "pipeline": {"num_envs": 3, "rollout_steps": 13, "vector_mode": "sync"},
     })
-    pipeline = SerialOnPolicyPipeline(cfg)
+    pipeline = SerialOnPolicyPipeline.create(cfg)
     try:
         rollout = pipeline.collector.rollout(pipeline.policy, 13)
         batch = pipeline.policy.process_rollout(rollout)
@@ -185,14 +185,18 @@ def test_a_separately_saved_replay_buffer_resumes_exactly_from_its_own_file(tmp_
         POLICY_REGISTRY.unregister("test_replaying_a2c")
 
 
-# -- the rollout fast path (Policy.rollout_actor) -----------------------------------------------------------------
+# -- the rollout actors (Policy.rollout_actor) ---------------------------------------------------------------------
 def _collect_twice(policy_type: str, env_id: str):
-    """The same rollouts (env seed, torch seed) through the policy's rollout actor and through ``collect`` per step."""
+    """The same rollouts (env seed, torch seed) through the numpy rollout actor and, with the public switch off,
+    through ``collect`` at every step."""
+    from zoo.policies.base import CollectActor
+    from zoo.policies.numpy_actor import NumpyRolloutActor
     from zoo.registry import POLICY_REGISTRY
 
-    cfg = resolve_config({"env": {"id": env_id}, "policy": {"type": policy_type, "hidden_sizes": [8, 8]}}).policy
     results, policies = [], []
     for fast in (True, False):
+        cfg = resolve_config({"env": {"id": env_id}, "policy": {"type": policy_type, "hidden_sizes": [8, 8],
+                                                                "numpy_acting": fast}}).policy
         collector = VectorCollector(env_id, 3, seed=4, vector_mode="sync", max_episode_steps=7)  # autoresets
         torch.manual_seed(0)
         policy = POLICY_REGISTRY.get(policy_type)(cfg, collector.observation_space, collector.action_space,
@@ -202,9 +206,7 @@ def _collect_twice(policy_type: str, env_id: str):
             for name, parameter in policy.model.named_parameters():
                 if name.endswith("bias"):
                     parameter.uniform_(-0.5, 0.5)
-        assert policy.rollout_actor(5, 3) is not None
-        if not fast:
-            policy.rollout_actor = lambda steps, envs: None  # the per-step collect path
+        assert isinstance(policy.rollout_actor(5, 3), NumpyRolloutActor if fast else CollectActor)
         torch.manual_seed(1)
         results.append([collector.rollout(policy, 5) for _ in range(3)])
         policies.append(policy)
@@ -241,6 +243,7 @@ def test_the_rollout_actor_gives_the_rollouts_that_collect_gives_step_by_step(po
 @pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
 def test_the_folded_numpy_forward_equals_the_torch_forward(activation):
     from zoo.policies.networks import ActorCritic
+    from zoo.policies.numpy_actor import NumpyActing
 
     obs_space = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)  # flattened on the way in
     model = ActorCritic(obs_space, gym.spaces.Discrete(4), [5, 7], activation)
@@ -248,24 +251,26 @@ def test_the_folded_numpy_forward_equals_the_torch_forward(activation):
         for name, parameter in model.named_parameters():
             if name.endswith("bias"):
                 parameter.uniform_(-1.0, 1.0)
+    numpy_path = NumpyActing(model)
     obs = torch.randn(6, 2, 3)
     out = np.empty((6, 4), dtype=np.float32)
-    returned = model.numpy_policy_function(6)(obs.numpy(), out)
+    returned = numpy_path.forward(False, 6)(obs.numpy(), out)
     assert returned is out
     torch.testing.assert_close(torch.from_numpy(out), model.policy_output(obs).detach(), rtol=1e-5, atol=1e-6)
-    values = model.numpy_value_function(6)(obs.numpy())
+    values = numpy_path.forward(True, 6)(obs.numpy())
     torch.testing.assert_close(torch.from_numpy(values[:, 0]), model.value(obs).detach(), rtol=1e-5, atol=1e-6)
     with torch.no_grad():  # new weights (as after an update): a later call copies them into its reused buffers
         for parameter in model.parameters():
             parameter.add_(0.1)
-    torch.testing.assert_close(torch.from_numpy(model.numpy_policy_function(6)(obs.numpy())),
+    torch.testing.assert_close(torch.from_numpy(numpy_path.forward(False, 6)(obs.numpy())),
                                model.policy_output(obs).detach(), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(torch.from_numpy(model.numpy_value_function(6)(obs.numpy())[:, 0]),
+    torch.testing.assert_close(torch.from_numpy(numpy_path.forward(True, 6)(obs.numpy())[:, 0]),
                                model.value(obs).detach(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_subclass_with_its_own_collect_keeps_the_per_step_path():
     from zoo.policies import PPOPolicy
+    from zoo.policies.base import CollectActor
 
     class Marked(PPOPolicy):
         def collect(self, obs: torch.Tensor) -> CollectOutput:
@@ -275,37 +280,44 @@ def test_a_subclass_with_its_own_collect_keeps_the_per_step_path():
     collector = VectorCollector("CartPole-v1", 2, seed=0)
     cfg = resolve_config({"env": {"id": "CartPole-v1"}, "policy": {"type": "ppo"}}).policy
     policy = Marked(cfg, collector.observation_space, collector.action_space, torch.device("cpu"))
-    assert policy.rollout_actor(4, 2) is None
+    assert isinstance(policy.rollout_actor(4, 2), CollectActor)
     rollout = collector.rollout(policy, 4)
     torch.testing.assert_close(rollout.extras["marker"], rollout.obs[..., 0] * 2)
     collector.close()
 
 
-def test_stepping_past_the_wrappers_gives_the_rollouts_and_episodes_of_stepping_through_them():
+@pytest.mark.parametrize("normalised", [False, True], ids=["plain", "normalisers"])
+def test_the_collectors_rollouts_and_episodes_are_those_of_the_env_stepped_by_hand(normalised):
+    """With or without normalisers, one collection loop through the wrappers: the rollouts' actions replayed on a
+    bare env give the same steps, and the episodes are those gymnasium's RecordEpisodeStatistics reports."""
+    from zoo.envs import make_vector_env
     from zoo.policies import PPOPolicy
 
     cfg = resolve_config({"env": {"id": "CartPole-v1"}, "policy": {"type": "ppo"}}).policy
-    runs = []
-    for direct in (True, False):
-        collector = VectorCollector("CartPole-v1", 3, seed=2, max_episode_steps=9)
-        assert collector._direct is not None  # no normalisers, float32 observations
-        if not direct:
-            collector._direct = None
-        torch.manual_seed(0)
-        policy = PPOPolicy(cfg, collector.observation_space, collector.action_space, torch.device("cpu"))
-        rollouts = [collector.rollout(policy, 7) for _ in range(4)]
-        runs.append((rollouts, collector.pop_finished(), collector.stats._returns.copy(), collector.pending_reset))
-        collector.close()
-    (fast, fast_eps, fast_returns, fast_pending), (slow, slow_eps, slow_returns, slow_pending) = runs
-    for a, b in zip(fast, slow):
-        for field in ("obs", "action", "reward", "terminated", "truncated", "valid", "last_obs"):
-            assert torch.equal(getattr(a, field), getattr(b, field)), field
-    assert fast_eps == slow_eps and len(fast_eps) >= 6
-    np.testing.assert_array_equal(fast_returns, slow_returns)
-    np.testing.assert_array_equal(fast_pending, slow_pending)
-    normalised = VectorCollector("CartPole-v1", 3, seed=2, normalize_obs=True)
-    assert normalised._direct is None  # the normalisers work step by step
-    normalised.close()
+    collector = VectorCollector("CartPole-v1", 3, seed=2, max_episode_steps=9, normalize_obs=normalised,
+                                normalize_reward=normalised)
+    torch.manual_seed(0)
+    policy = PPOPolicy(cfg, collector.observation_space, collector.action_space, torch.device("cpu"))
+    rollouts = [collector.rollout(policy, 7) for _ in range(4)]
+    episodes = collector.pop_finished()
+    bare = gym.wrappers.vector.RecordEpisodeStatistics(make_vector_env("CartPole-v1", 3, seed=2, max_episode_steps=9))
+    obs, _ = bare.reset(seed=2)
+    expected = []
+    for rollout in rollouts:
+        for t in range(7):
+            if not normalised:
+                np.testing.assert_array_equal(rollout.obs[t].numpy(), obs)
+            obs, reward, terminated, truncated, info = bare.step(rollout.action[t].numpy())
+            np.testing.assert_array_equal(rollout.terminated[t].numpy(), terminated)
+            np.testing.assert_array_equal(rollout.truncated[t].numpy(), truncated)
+            if not normalised:
+                np.testing.assert_array_equal(rollout.reward[t].numpy(), reward)
+            if "episode" in info:
+                ended = info["_episode"]
+                expected += list(zip(info["episode"]["r"][ended].tolist(), info["episode"]["l"][ended].tolist()))
+    assert episodes == expected and len(episodes) >= 6
+    bare.close()
+    collector.close()
 
 
 class _NanAt(gym.Env):
@@ -326,10 +338,10 @@ class _NanAt(gym.Env):
         return obs, float("nan") if bad and self.kind == "reward" else 1.0, False, False, {}
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["past-wrappers", "through-wrappers"])
+@pytest.mark.parametrize("normalised", [False, True], ids=["plain", "normalisers"])
 @pytest.mark.parametrize("kind", ["reward", "obs"])
-def test_a_non_finite_value_in_a_rollout_names_the_env_and_sub_env(kind, direct):
-    from zoo.envs.wrappers import CheckFinite, EpisodeStats
+def test_a_non_finite_value_stops_the_rollout_at_its_step_naming_the_env_and_sub_env(kind, normalised):
+    from zoo.envs import wrap_vector_env
     from zoo.policies import PPOPolicy
 
     def make(i):
@@ -337,17 +349,36 @@ def test_a_non_finite_value_in_a_rollout_names_the_env_and_sub_env(kind, direct)
         env.kind = kind
         return env
 
+    seen = []
+
+    class Watched(PPOPolicy):  # records the observations its actor is given
+        def rollout_actor(self, steps, num_envs):
+            actor = super().rollout_actor(steps, num_envs)
+
+            class Watch:
+                def act(self, t, obs):
+                    seen.append(obs.copy())
+                    return actor.act(t, obs)
+
+                def finish(self):
+                    return actor.finish()
+
+            return Watch()
+
     collector = VectorCollector("CartPole-v1", 3, seed=0)
     venv = gym.vector.SyncVectorEnv([lambda i=i: make(i) for i in range(3)],
                                     autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
-    collector._attach(EpisodeStats(CheckFinite(venv, "nan_at"), episode_info=False))
-    assert collector._direct is not None
-    if not direct:
-        collector._direct = None
+    wrapped, _ = wrap_vector_env(venv, normalised, normalised, check_finite="nan_at", episode_info=False)
+    collector._attach(wrapped)
     cfg = resolve_config({"env": {"id": "CartPole-v1"}, "policy": {"type": "ppo"}}).policy
-    policy = PPOPolicy(cfg, venv.single_observation_space, venv.single_action_space, torch.device("cpu"))
+    policy = Watched(cfg, venv.single_observation_space, venv.single_action_space, torch.device("cpu"))
     what = "reward" if kind == "reward" else "observation"
     with pytest.raises(NonFiniteError, match=rf"env 'nan_at' returned a non-finite {what} \(sub-envs \[1\]\)"):
         collector.rollout(policy, 5)
+    # The third env step returned it: the policy acted on the three finite observations before, never on it.
+    assert len(seen) == 3 and np.isfinite(np.stack(seen)).all()
+    if normalised:  # nor did the normalisers' statistics see it
+        assert np.isfinite(collector.obs_normalizer.obs_rms.mean).all()
+        assert np.isfinite(collector.reward_normalizer.normalizer.state_dict()["returns"]).all()
     assert collector.pop_finished() == []
     collector.close()

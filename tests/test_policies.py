@@ -1023,30 +1023,29 @@ def test_a_deep_copied_policy_learns_like_the_original():
 @pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
 def test_numpy_acting_matches_the_torch_path_and_follows_learning(discrete, activation):
     policy = make_policy(PPOPolicy, discrete, activation=activation, epochs=1, minibatch_size=1000, **SENSITIVE)
-    assert policy._numpy_ok
-    obs = torch.randn(64, OBS_DIM, generator=torch.Generator().manual_seed(3))
+    assert policy.cfg.numpy_acting and policy.numpy_acting_applies()
+    obs = torch.randn(3, 64, OBS_DIM, generator=torch.Generator().manual_seed(3))
+    rollout = make_rollout(policy, T=3, B=64)
 
-    def both():
+    def act(numpy_acting):  # a rollout actor driven over obs; numpy_acting=False: collect at every step
+        policy.cfg.numpy_acting = numpy_acting
         torch.manual_seed(7)
-        fast = policy.collect(obs)
-        policy._numpy_ok = False
-        torch.manual_seed(7)
-        slow = policy.collect(obs)
-        values = (policy.values_of(obs), policy.evaluate(obs))
-        policy._numpy_ok = True
-        return fast, slow, values, (policy.values_of(obs), policy.evaluate(obs))
+        actor = policy.rollout_actor(3, 64)
+        actions = [actor.act(t, obs[t].numpy()).copy() for t in range(3)]
+        raw, extras = actor.finish()
+        values = policy._rollout_values(rollout)
+        policy.cfg.numpy_acting = True
+        return np.stack(actions), raw, extras["policy_output"], values
 
-    for _ in range(2):  # before and after an update: the numpy weights are views of the learning parameters
-        fast, slow, (value_torch, eval_torch), (value_np, eval_np) = both()
-        torch.testing.assert_close(fast.extras["policy_output"], slow.extras["policy_output"], rtol=1e-5, atol=1e-6)
+    for _ in range(2):  # before and after an update: every rollout copies the current weights
+        (env_np, raw_np, out_np, value_np), (env_torch, raw_torch, out_torch, value_torch) = act(True), act(False)
+        torch.testing.assert_close(out_np, out_torch, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(value_np, value_torch, rtol=1e-5, atol=1e-6)
         if discrete:
-            assert torch.equal(fast.raw_action, slow.raw_action)  # the same noise from torch's generator
-            np.testing.assert_array_equal(eval_np, eval_torch)
+            assert torch.equal(raw_np, raw_torch)  # the same noise from torch's generator
+            np.testing.assert_array_equal(env_np, env_torch)
         else:
-            torch.testing.assert_close(fast.raw_action, slow.raw_action, rtol=1e-5, atol=1e-6)
-            np.testing.assert_allclose(eval_np, eval_torch, rtol=1e-5, atol=1e-6)
-            np.testing.assert_allclose(fast.action, np.clip(fast.raw_action.numpy(), -0.1, 0.1))
-        before = policy.model.numpy_policy_output(obs.numpy()).copy()
+            torch.testing.assert_close(raw_np, raw_torch, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(env_np, np.clip(raw_np.numpy(), -0.1, 0.1))
         policy.learn(make_rollout(policy, T=4, B=3), LearnContext())
-        assert not np.allclose(policy.model.numpy_policy_output(obs.numpy()), before)
+        assert not torch.allclose(act(True)[2], out_np)  # the next rollout acts with the new weights

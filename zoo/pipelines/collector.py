@@ -2,9 +2,10 @@
 
 The collector owns the env side of a run: the NEXT_STEP-autoreset vector env and its wrappers (finite checks,
 episode statistics, observation and reward normalisation), the current observation and which sub-envs reset at
-the next step. It never changes weights: it only calls ``policy.collect``. Its ``state_dict`` holds a pickled
-snapshot of the whole vector env (episodes in progress, env RNGs, normaliser statistics), so that a resumed run
-continues the very same episodes.
+the next step. It never changes weights: it only asks the policy for actions (``policy.rollout_actor`` for
+rollouts, ``policy.collect`` for replay transitions), and it always steps the env through its wrappers, so every
+config runs the same collection code. Its ``state_dict`` holds a pickled snapshot of the whole vector env
+(episodes in progress, env RNGs, normaliser statistics), so that a resumed run continues the very same episodes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from easydict import EasyDict
 
 from ..data import Rollout, Transitions
 from ..envs import EnvSpec, wrap_vector_env
-from ..envs.wrappers import CheckFinite, EpisodeStats, NormalizeObservation, NormalizeReward
+from ..envs.wrappers import EpisodeStats, NormalizeObservation, NormalizeReward
 from ..errors import ConfigError, first_line
 from ..policies.base import Policy
 from .process import derive_seed
@@ -105,19 +106,6 @@ class VectorCollector:
         self.stats: EpisodeStats = _find_wrapper(venv, EpisodeStats)
         self.obs_normalizer: NormalizeObservation | None = _find_wrapper(venv, NormalizeObservation)
         self.reward_normalizer: NormalizeReward | None = _find_wrapper(venv, NormalizeReward)
-        # Without normalisers, a rollout steps the env under EpisodeStats (and CheckFinite) itself and hands them
-        # the whole rollout at the end: two wrapper calls and their per-step array operations fewer per step.
-        # Only for float32 (or integer) observations: the rollout's float32 arrays are what CheckFinite then sees.
-        self._direct: tuple[Any, CheckFinite | None] | None = None
-        if venv is self.stats and not self.stats.episode_info:
-            inner = self.stats.env
-            check = inner if isinstance(inner, CheckFinite) else None
-            dtype = np.dtype(venv.single_observation_space.dtype or np.float32)
-            if dtype == np.float32 or not np.issubdtype(dtype, np.floating):
-                inner = inner if check is None else check.env
-                while isinstance(inner, gym.vector.VectorWrapper) and type(inner).step is gym.vector.VectorWrapper.step:
-                    inner = inner.env  # a wrapper whose step only passes the call on (e.g. the first-reset seeding)
-                self._direct = (inner, check)
 
     @property
     def observation_space(self) -> gym.Space:
@@ -140,41 +128,23 @@ class VectorCollector:
             self.resets += 1
 
     def rollout(self, policy: Policy, steps: int) -> Rollout:
-        """``steps`` steps of every sub-env with ``policy.collect`` (or the policy's ``rollout_actor`` on the CPU,
-        which gives the same rollout in fewer calls); the rollout is on ``policy.device``."""
+        """``steps`` steps of every sub-env, acted by the policy's ``rollout_actor`` (by default ``policy.collect``
+        at every step), through every wrapper (a non-finite value stops it at the step it appears); the rollout
+        is on ``policy.device``."""
         self.start()
         obs, pending = self.obs, self.pending_reset
         envs = self.num_envs
-        # The observations go straight into the rollout's buffer; the policy reads them there (a view, no copy).
+        # The observations go straight into the rollout's buffer; the actor reads them there (a view, no copy).
         obs_np = np.empty((steps, envs, *np.shape(obs)[1:]), dtype=np.float32)
-        obs_buf = torch.from_numpy(obs_np)
         reward = np.empty((steps, envs), dtype=np.float64)  # as the env gave them (episode returns), float32 below
         terminated = np.empty((steps, envs), dtype=bool)
         truncated = np.empty((steps, envs), dtype=bool)
-        device = policy.device
-        on_cpu = device.type == "cpu"
-        actor = policy.rollout_actor(steps, envs) if on_cpu else None
-        direct = self._direct
-        step = self.venv.step if direct is None else direct[0].step
-        if actor is not None:
-            act = actor.act
-            for t, row in enumerate(obs_np):
-                row[...] = obs
-                obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row))
-            action, extras = actor.finish()
-        else:
-            outputs = []
-            for t in range(steps):
-                obs_np[t] = obs
-                out = policy.collect(obs_buf[t] if on_cpu else obs_buf[t].to(device))
-                outputs.append(out)
-                obs, reward[t], terminated[t], truncated[t], _ = step(out.action)
-            action = torch.stack([torch.as_tensor(o.action) if o.raw_action is None else o.raw_action for o in outputs])
-            extras = {name: torch.stack([o.extras[name] for o in outputs]) for name in outputs[0].extras}
-        if direct is not None:  # what the skipped wrappers do per step, for the whole rollout
-            if direct[1] is not None:
-                direct[1].check_steps(obs_np, reward, obs)  # obs_np[0] was checked before: no matter
-            self.stats.record_steps(reward, terminated, truncated)
+        actor = policy.rollout_actor(steps, envs)
+        act, step = actor.act, self.venv.step
+        for t, row in enumerate(obs_np):
+            row[...] = obs
+            obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row))
+        action, extras = actor.finish()
         # A step is valid unless its sub-env autoreset at it: it ended at the step before (or before this rollout).
         ended = terminated | truncated
         valid = np.empty((steps, envs), dtype=bool)
@@ -182,11 +152,11 @@ class VectorCollector:
         np.logical_not(ended[:-1], out=valid[1:])
         self.obs, self.pending_reset = obs, ended[-1].copy()
         rollout = Rollout(
-            obs=obs_buf, action=action, reward=torch.from_numpy(reward.astype(np.float32)),
+            obs=torch.from_numpy(obs_np), action=action, reward=torch.from_numpy(reward.astype(np.float32)),
             terminated=torch.from_numpy(terminated), truncated=torch.from_numpy(truncated),
             valid=torch.from_numpy(valid), last_obs=_float32(obs), extras=extras,
         )
-        return rollout if on_cpu else rollout.to(device)
+        return rollout if policy.device.type == "cpu" else rollout.to(policy.device)
 
     def transitions(self, policy: Policy | None, steps: int) -> Transitions:
         """``steps`` steps of every sub-env as replay transitions; autoreset steps are not included.

@@ -41,6 +41,7 @@ from ..rl_utils import (
     multi_categorical_logits,
 )
 from ..sizes import check_parameter_memory
+from . import numpy_actor
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
@@ -122,6 +123,10 @@ class ActorCriticPolicy(Policy):
     # Whether ``learn`` reads the behaviour log-probabilities (``log_prob``) that ``process_rollout`` adds (PPO's
     # ratio does; A2C's loss does not, so it skips that pass).
     needs_log_prob: ClassVar[bool] = True
+    # The action kinds ("discrete": Discrete; "gaussian": Box) for which zoo.policies.numpy_actor samples exactly as
+    # this class's ``collect`` does, so that it may act for whole rollouts in its place. The rule: a subclass that
+    # defines its own ``collect`` gets () (its ``collect`` is called at every step) unless its class body sets this.
+    numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete", "gaussian")
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
     common_config: ClassVar[dict[str, Any]] = {
@@ -141,6 +146,7 @@ class ActorCriticPolicy(Policy):
         "value_coef": 0.5,  # weight of the value loss
         "entropy_coef": 0.0,  # weight of the entropy bonus
         "max_grad_norm": 0.5,  # clip the gradient norm to this (0: no clipping)
+        "numpy_acting": True,  # act and value small CPU models in numpy (faster; False: torch everywhere)
     }
     config_ranges: ClassVar[dict[str, Any]] = {
         "hidden_sizes": (1, 1_000_000),
@@ -153,13 +159,15 @@ class ActorCriticPolicy(Policy):
         "entropy_coef": (0.0, None),
         "max_grad_norm": (0.0, None),
     }
-    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "optimizer": FLAT_ALGORITHMS,
-        "activation": tuple(ACTIVATIONS),
-    }
-    frozen_keys: ClassVar[tuple[str, ...]] = (
-        "hidden_sizes", "activation", "shared_network", "optimizer", "encoder", "encoder_kwargs"
-    )
+    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {"optimizer": FLAT_ALGORITHMS,
+                                                             "activation": tuple(ACTIVATIONS)}
+    frozen_keys: ClassVar[tuple[str, ...]] = ("hidden_sizes", "activation", "shared_network", "optimizer", "encoder",
+                                              "encoder_kwargs")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "collect" in vars(cls) and "numpy_rollout_actions" not in vars(cls):
+            cls.numpy_rollout_actions = ()  # the rule above: an own collect is called unless declared otherwise
 
     @classmethod
     def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -185,14 +193,8 @@ class ActorCriticPolicy(Policy):
                 f"actions"
             )
 
-    def __init__(
-        self,
-        cfg: EasyDict,
-        observation_space: gym.Space,
-        action_space: gym.Space,
-        device: torch.device,
-        acting_only: bool = False,
-    ) -> None:
+    def __init__(self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
+                 acting_only: bool = False) -> None:
         super().__init__(cfg, observation_space, action_space, device, acting_only)
         self.check_spaces(observation_space, action_space)
         hidden = list(cfg.hidden_sizes)
@@ -209,17 +211,15 @@ class ActorCriticPolicy(Policy):
         ).to(self.device)
         self.discrete = self.model.discrete
         self.nvec = self.model.nvec
-        # Small CPU models act (and value whole rollouts) in numpy: see ActorCritic.numpy_policy_output.
-        self._numpy_ok = self.nvec is None
+        self._numpy = numpy_actor.NumpyActing(self.model)  # used where numpy_acting_applies()
         # Integer actions: the env's own offsets (gymnasium's ``start``) and dtype, in the env's shape.
         start = getattr(action_space, "start", None)
         self._action_start = None if start is None or not np.any(start) else np.asarray(start)
         self._action_shape = action_space.shape
         self._action_dtype = action_space.dtype
         # One flat buffer for all parameters: torch.optim's per-tensor overhead dominates for small networks.
-        self.optimizer = None if acting_only else FlatOptimizer(
-            self.model, cfg.optimizer, cfg.learning_rate, eps=cfg.adam_eps
-        )
+        self.optimizer = None if acting_only else FlatOptimizer(self.model, cfg.optimizer, cfg.learning_rate,
+                                                                eps=cfg.adam_eps)
         if not self.discrete:
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self._high = torch.as_tensor(action_space.high, dtype=torch.float32)
@@ -244,11 +244,9 @@ class ActorCriticPolicy(Policy):
 
         Values and log-probabilities are not needed to act: ``process_rollout`` computes them for the whole rollout
         in one batched pass (same weights, so the same numbers), which halves the per-step work of collection.
-        Small CPU models act in numpy (``ActorCritic.numpy_policy_output``); the noise still comes from torch's
-        generator, so a seed gives the same actions either way.
+        This is the reference: small CPU models act for whole rollouts in numpy (``rollout_actor``), sampling with
+        the same torch draws, so a seed gives the same actions either way.
         """
-        if self._numpy_acting(obs):
-            return self._collect_numpy(obs.numpy())
         output = self.model.policy_output(obs)
         if self.nvec is not None:
             logits = multi_categorical_logits(output, self.nvec)  # (B, K, N), -inf beyond each component's size
@@ -263,29 +261,23 @@ class ActorCriticPolicy(Policy):
             packed = torch.cat([output["mu"], output["sigma"]], -1)
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
 
-    def _numpy_acting(self, obs: torch.Tensor) -> bool:
-        # The model's flag follows .to()/.double() after construction; _numpy_ok switches the numpy path off.
-        return self._numpy_ok and self.model.numpy_acting and obs.dtype == torch.float32 and obs.device.type == "cpu"
+    def numpy_acting_applies(self) -> bool:
+        """Whether whole rollouts are acted and valued in numpy (``zoo.policies.numpy_actor``): the config's
+        ``numpy_acting`` is on and the model is a float32 MLP on the CPU (no encoder) with Discrete or Box actions
+        (not MultiDiscrete or MultiBinary). Asked at every rollout, so a model moved or cast since construction
+        falls back to torch."""
+        weight = self.model.policy_head.weight
+        return (bool(self.cfg.get("numpy_acting", True)) and self.model.encoder is None and self.nvec is None
+                and weight.device.type == "cpu" and weight.dtype == torch.float32)
 
-    def _collect_numpy(self, obs: np.ndarray) -> CollectOutput:
-        out = self.model.numpy_policy_output(obs)
-        if self.discrete:
-            noise = torch.empty(out.shape).exponential_().numpy()  # the draws the torch path makes
-            action = np.argmax(out - np.log(noise), axis=-1)
-            packed = out
-        else:
-            sigma = np.exp(self.model.log_std.detach().numpy())
-            action = out + sigma * torch.randn(out.shape).numpy()
-            packed = np.concatenate([out, np.broadcast_to(sigma, out.shape)], axis=-1)
-        extras = {"policy_output": torch.from_numpy(packed)}
-        return CollectOutput(self._to_env(action), torch.from_numpy(action), extras)
-
-    def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor | None:
-        """The numpy fast path of ``collect`` for a whole rollout (small CPU models, Discrete or Box actions), or
-        None where ``collect`` is a subclass's own or the numpy path does not apply. See ``NumpyRolloutActor``."""
-        if type(self).collect is not ActorCriticPolicy.collect or not (self._numpy_ok and self.model.numpy_acting):
-            return None
-        return NumpyRolloutActor(self, steps, num_envs, log_prob=self.needs_log_prob)
+    def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor:
+        """``numpy_actor.NumpyRolloutActor`` where ``numpy_acting_applies`` and it samples as this class's
+        ``collect`` does (``numpy_rollout_actions``); else the default actor, which calls ``collect`` every step."""
+        kind = "discrete" if self.discrete else "gaussian"
+        if kind not in self.numpy_rollout_actions or not self.numpy_acting_applies():
+            return super().rollout_actor(steps, num_envs)
+        to_env = None if self.discrete and self._action_start is None else self._to_env  # None: raw actions as is
+        return self._numpy.rollout_actor(steps, num_envs, to_env, log_prob=self.needs_log_prob)
 
     def log_prob(self, packed: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Log-probability of raw ``action`` under the packed policy output of ``collect`` (any leading shape)."""
@@ -300,22 +292,18 @@ class ActorCriticPolicy(Policy):
     def values_of(self, obs: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
         """Critic values of observations with any leading shape ``(..., *obs_shape)``, in batches of ``chunk``."""
         leading = obs.shape[: obs.ndim - len(self.observation_space.shape)]
-        if self._numpy_acting(obs):  # numpy's forward: a fraction of torch's on small CPU models
-            return torch.from_numpy(self.model.numpy_value(obs.numpy())).reshape(leading)
         flat = obs.reshape(-1, *self.observation_space.shape)
         if flat.shape[0] <= chunk:
             return self.model.value(flat).reshape(leading)
         return torch.cat([self.model.value(part) for part in flat.split(chunk)]).reshape(leading)
 
     def _rollout_values(self, rollout: Rollout) -> torch.Tensor:
-        """``V`` of the rollout's observations and its last ones, ``(T + 1, B)``."""
-        if not self._numpy_acting(rollout.obs):
-            return self.values_of(torch.cat([rollout.obs, rollout.last_obs.unsqueeze(0)]))
-        steps, envs = rollout.reward.shape
-        critic = self.model.numpy_value_function((steps + 1) * envs)
-        critic.input[: steps * envs] = rollout.obs.numpy().reshape(steps * envs, -1)  # filled in place: no cat
-        critic.input[steps * envs :] = rollout.last_obs.numpy().reshape(envs, -1)
-        return torch.from_numpy(critic.run().reshape(steps + 1, envs))
+        """``V`` of the rollout's observations and its last ones, ``(T + 1, B)``: in numpy where
+        ``numpy_acting_applies`` (on float32 CPU observations), else with ``values_of``."""
+        obs = rollout.obs
+        if obs.dtype == torch.float32 and obs.device.type == "cpu" and self.numpy_acting_applies():
+            return self._numpy.rollout_values(obs, rollout.last_obs)
+        return self.values_of(torch.cat([obs, rollout.last_obs.unsqueeze(0)]))
 
     def unpack_policy_output(self, packed: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """Inverse of the packing in ``collect``: logits (padded ``(..., K, N)`` for MultiDiscrete/MultiBinary), or
@@ -329,9 +317,6 @@ class ActorCriticPolicy(Policy):
 
     @torch.no_grad()
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
-        if self._numpy_acting(obs):
-            out = self.model.numpy_policy_output(obs.numpy())
-            return self._to_env(np.argmax(out, axis=-1) if self.discrete else out)
         output = self.model.policy_output(obs)
         if self.nvec is not None:
             output = multi_categorical_logits(output, self.nvec)
@@ -422,64 +407,3 @@ class ActorCriticPolicy(Policy):
             for name, tensor in own.items():
                 tensor.copy_(state[name])
 
-
-class NumpyRolloutActor:
-    """``ActorCriticPolicy.collect``'s numpy path for a whole rollout, with the per-step work cut to one forward pass
-    and the sampling: the actor's weights are copied once, with the biases folded in (``FoldedNumpyMLP``), the
-    outputs and raw actions go straight into the rollout's arrays, and a discrete policy draws the Gumbel noise of
-    every step at once (torch's generator fills exponential draws in order, so one ``(steps, B, N)`` draw equals
-    ``steps`` draws of ``(B, N)``). Gaussian noise is drawn per step, as ``collect`` draws it (torch's normal
-    sampler fills a large tensor in another order than several small ones). So the rollout is ``collect``'s step
-    by step, up to the float rounding of the folded biases (tested). With ``log_prob`` (discrete actions, for
-    policies whose loss reads them) it also hands over the behaviour log-probabilities, computed for the whole
-    rollout in numpy at the end: ``process_rollout`` then skips its torch pass (equal up to float rounding).
-
-    (Tried: the critic beside the actor in one block-diagonal forward, to get the values during collection: no
-    faster end to end on CartPole than valuing the rollout in one pass afterwards.)
-    """
-
-    def __init__(self, policy: ActorCriticPolicy, steps: int, num_envs: int, log_prob: bool = False) -> None:
-        model = policy.model
-        self._forward = model.numpy_policy_function(num_envs)
-        self.discrete = policy.discrete
-        self._log_prob = log_prob and self.discrete
-        width = self._forward.width
-        self._output = np.empty((steps, num_envs, width), dtype=np.float32)  # logits, or Gaussian means
-        if self.discrete:
-            self._noise = torch.empty((steps, num_envs, width)).exponential_().numpy()
-            np.log(self._noise, out=self._noise)  # log of the exponential draws; the sample is argmax(out - this)
-            self._action = np.empty((steps, num_envs), dtype=np.int64)
-            self._scratch = np.empty((num_envs, width), dtype=np.float32)
-            self._rows = list(zip(self._output, self._noise, self._action))  # each step's views, made once
-        else:
-            self._sigma = np.exp(model.log_std.detach().numpy())
-            self._action = np.empty((steps, num_envs, width), dtype=np.float32)
-            self._rows = list(zip(self._output, [None] * steps, self._action))  # (no pre-drawn noise)
-        # Discrete actions without an offset go to the env as they are.
-        self._to_env = None if self.discrete and policy._action_start is None else policy._to_env
-
-    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
-        """Sample step ``t``'s actions for ``obs``; returns what the env receives."""
-        out, noise, action = self._rows[t]
-        self._forward(obs, out)
-        if self.discrete:
-            np.subtract(out, noise, out=self._scratch)
-            self._scratch.argmax(axis=-1, out=action)
-        else:
-            np.add(out, self._sigma * torch.randn(out.shape).numpy(), out=action)
-        return action if self._to_env is None else self._to_env(action)
-
-    def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The raw actions ``(steps, B[, D])`` and ``{'policy_output': (steps, B, width)}`` (logits, or mu and
-        sigma side by side)."""
-        output = self._output
-        if not self.discrete:
-            output = np.concatenate([output, np.broadcast_to(self._sigma, output.shape)], axis=-1)
-        extras = {"policy_output": torch.from_numpy(output)}
-        if self._log_prob:  # log-softmax at the sampled actions, for the whole rollout in a few numpy calls
-            width = output.shape[-1]
-            shifted = (output - np.maximum.reduce(output, axis=-1, keepdims=True)).reshape(-1, width)
-            normaliser = np.log(np.add.reduce(np.exp(shifted), axis=-1))
-            chosen = shifted[np.arange(len(shifted)), self._action.reshape(-1)]
-            extras["log_prob"] = torch.from_numpy((chosen - normaliser).reshape(self._action.shape))
-        return torch.from_numpy(self._action), extras

@@ -12,10 +12,10 @@ writes files (the pipeline does). What a pipeline calls, in order:
 3. During collection, ``collect(obs) -> CollectOutput``: a batch of sampled actions for the env, the raw action
    the loss needs, and optional per-step extras (log-prob, value, behaviour-policy outputs), which the collector
    stacks into ``Rollout.extras`` under the same names. ``obs`` is a float32 tensor on ``self.device``.
-   Optionally, ``rollout_actor(steps, num_envs) -> RolloutActor | None``: a fast path for a whole on-policy
-   rollout on the CPU (numpy observations in, env actions out, the raw actions and extras handed over at the
-   end in one piece), which must give what ``collect`` would have given step by step. The default (None) keeps
-   the per-step ``collect`` calls.
+   On-policy collectors act through ``rollout_actor(steps, num_envs) -> RolloutActor`` for each rollout (numpy
+   observations in, env actions out, the raw actions and extras handed over at the end in one piece). The
+   default, ``CollectActor``, calls ``collect`` at every step; a policy may return a faster one for its small
+   models, which must give what ``collect`` would have given step by step.
 4. On-policy pipelines then call ``process_rollout(rollout) -> Rollout``: the policy's own sample processing
    (GAE for actor-critics, as DI-engine's ``_get_train_sample``). The default returns the rollout unchanged.
 5. ``learn(batch, ctx) -> dict[str, float]``: learning from a batch (a ``Rollout`` on ``self.device`` for
@@ -69,11 +69,12 @@ class CollectOutput:
 
 
 class RolloutActor(Protocol):
-    """Acts for one on-policy rollout of ``steps`` x ``num_envs`` in numpy; from ``Policy.rollout_actor``.
+    """Acts for one on-policy rollout of ``steps`` x ``num_envs``; from ``Policy.rollout_actor``.
 
-    The collector calls ``act(t, obs)`` for t = 0 .. steps - 1 (``obs``: float32 ``(num_envs, *obs_shape)``, a view
-    the actor may read but not keep) and sends the returned env actions to the env; then ``finish()`` once, for the
-    raw actions ``(steps, num_envs, ...)`` and the extras (each ``(steps, num_envs, ...)``), as tensors on the CPU.
+    The collector calls ``act(t, obs)`` for t = 0 .. steps - 1 (``obs``: float32 numpy ``(num_envs, *obs_shape)``,
+    step t's row of the rollout's observations, which the actor must not write) and sends the returned env actions
+    to the env; then ``finish()`` once, for the raw actions ``(steps, num_envs, ...)`` and the extras (each
+    ``(steps, num_envs, ...)``), as tensors (on the CPU or the policy's device).
     """
 
     def act(self, t: int, obs: np.ndarray) -> np.ndarray:
@@ -83,6 +84,29 @@ class RolloutActor(Protocol):
     def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The raw actions and the extras of the whole rollout."""
         ...
+
+
+class CollectActor:
+    """The default ``RolloutActor``: ``policy.collect`` at every step (observations moved to ``policy.device``),
+    its raw actions and extras stacked at the end (``CollectOutput.raw_action`` None: the env actions)."""
+
+    def __init__(self, policy: Policy, steps: int, num_envs: int) -> None:
+        self._collect = policy.collect
+        self._device = None if policy.device.type == "cpu" else policy.device
+        self._outputs: list[CollectOutput] = []
+
+    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
+        """``policy.collect`` of step ``t``'s observations; returns its env actions."""
+        tensor = torch.from_numpy(obs)
+        out = self._collect(tensor if self._device is None else tensor.to(self._device))
+        self._outputs.append(out)
+        return out.action
+
+    def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The stacked raw actions and extras of every step."""
+        outputs = self._outputs
+        action = torch.stack([torch.as_tensor(o.action) if o.raw_action is None else o.raw_action for o in outputs])
+        return action, {name: torch.stack([o.extras[name] for o in outputs]) for name in outputs[0].extras}
 
 
 class LearnContext:
@@ -174,16 +198,16 @@ class Policy:
         """Sample actions for a batch of observations (no gradient)."""
         raise NotImplementedError
 
-    def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor | None:
-        """A ``RolloutActor`` for a rollout of ``steps`` x ``num_envs`` on the CPU, or None (the default): the
-        collector then calls ``collect`` every step.
+    def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor:
+        """The ``RolloutActor`` of a rollout of ``steps`` x ``num_envs``; the default, ``CollectActor``, calls
+        ``collect`` every step.
 
-        An optional speed-up for small models, where per-step tensor calls cost more than the arithmetic. What it
-        gives must equal ``collect``'s output step by step for the same torch RNG state (same actions, same
-        extras, up to float rounding); it may add extras that ``process_rollout`` would otherwise compute (e.g.
-        ``log_prob``). The weights do not change during a rollout.
+        A policy may return a faster one for small models, where per-step tensor calls cost more than the
+        arithmetic. What it gives must equal ``collect``'s output step by step for the same torch RNG state (same
+        actions, same extras, up to float rounding); it may add extras that ``process_rollout`` would otherwise
+        compute (e.g. ``log_prob``). The weights do not change during a rollout.
         """
-        return None
+        return CollectActor(self, steps, num_envs)
 
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
         """Deterministic actions for a batch of observations (no gradient)."""

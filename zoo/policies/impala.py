@@ -17,14 +17,18 @@ import torch
 
 from ..data import Rollout, Unroll
 from ..rl_utils import vtrace_data, vtrace_error_continuous_action, vtrace_error_discrete_action
-from .actor_critic import ActorCriticPolicy, NumpyRolloutActor
-from .base import CollectOutput, LearnContext, RolloutActor
+from .actor_critic import ActorCriticPolicy
+from .base import CollectOutput, LearnContext
 
 
 class ImpalaPolicy(ActorCriticPolicy):
     """Actor-critic with V-trace targets for Discrete and Box actions (runs on ``parallel_async``)."""
 
     pipelines: ClassVar[tuple[str, ...]] = ("parallel_async",)
+    # Discrete actors act in numpy (zoo.policies.numpy_actor samples as ``collect`` does); Gaussian ones through
+    # ``collect``, whose mean may be squashed into the bounds (``bound_mean``), which the numpy actor does not do.
+    numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete",)
+    needs_log_prob: ClassVar[bool] = False  # V-trace recomputes the behaviour log-probs from ``policy_output``
     default_config: ClassVar[dict[str, Any]] = {
         **ActorCriticPolicy.common_config,
         "optimizer": "adam",  # the flat optimiser
@@ -62,10 +66,7 @@ class ImpalaPolicy(ActorCriticPolicy):
     @torch.no_grad()
     def collect(self, obs: torch.Tensor) -> CollectOutput:
         """Sampled actions and the behaviour policy's output (``policy_output``: logits, or mu and sigma
-        concatenated); no value, so acting needs only the actor's weights. Discrete actions on a small CPU model
-        are sampled in numpy, as in ``ActorCriticPolicy.collect`` (same torch noise, so seeds agree)."""
-        if self.discrete and self._numpy_acting(obs):
-            return self._collect_numpy(obs.numpy())
+        concatenated); no value, so acting needs only the actor's weights."""
         output = self._bounded(self.model.policy_output(obs))
         if self.discrete:
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)  # Gumbel-max sample
@@ -74,13 +75,6 @@ class ImpalaPolicy(ActorCriticPolicy):
             action = output["mu"] + output["sigma"] * torch.randn_like(output["mu"])
             packed = torch.cat([output["mu"], output["sigma"]], -1)
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
-
-    def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor | None:
-        """Discrete actions on a small CPU model: ``NumpyRolloutActor``, whose sampling is this ``collect``'s."""
-        usable = self.discrete and self._numpy_ok and self.model.numpy_acting
-        if not usable or type(self).collect is not ImpalaPolicy.collect:
-            return None
-        return NumpyRolloutActor(self, steps, num_envs)
 
     @torch.no_grad()
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:

@@ -17,17 +17,6 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 _FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu}
 
 
-def _np_relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0.0, out=x)
-
-
-def _np_elu(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0.0, x, np.expm1(np.minimum(x, 0.0)))
-
-
-_NUMPY_FUNCTIONS = {"tanh": lambda x: np.tanh(x, out=x), "relu": _np_relu, "elu": _np_elu}
-
-
 def mlp(sizes: list[int], activation: str) -> nn.Sequential:
     """Linear layers between consecutive ``sizes`` with ``activation`` after each (orthogonal, gain sqrt 2)."""
     layers: list[nn.Module] = []
@@ -202,28 +191,21 @@ class ActorCritic(nn.Module):
         self._obs_ndim = 1 if encoder is not None else len(observation_space.shape)
         self._activation = _FUNCTIONS[activation]
         self._activation_name = activation
-        self._np_activation = _NUMPY_FUNCTIONS[activation]
-        self._cache_layers()
+        # The hidden linear layers of each MLP, input first: what the forward passes and ``actor_layers``/
+        # ``critic_layers`` read (the parameters themselves are read from the layers at every call).
+        self._actor_hidden = [layer for layer in self.actor_trunk if isinstance(layer, nn.Linear)]
+        self._critic_hidden = [layer for layer in self.critic_trunk if isinstance(layer, nn.Linear)]
 
-    def _cache_layers(self) -> None:
-        def pairs(trunk: nn.Sequential) -> list[tuple[torch.Tensor, torch.Tensor]]:
-            return [(layer.weight, layer.bias) for layer in trunk if isinstance(layer, nn.Linear)]
+    def actor_layers(self) -> tuple[list[nn.Linear], str]:
+        """The actor's linear layers (trunk, then the policy head; the encoder's excluded) and the name of the
+        activation after every layer but the last: what a forward pass outside torch needs (the weights are the
+        live parameters)."""
+        return [*self._actor_hidden, self.policy_head], self._activation_name
 
-        self._actor_layers = pairs(self.actor_trunk)
-        self._critic_layers = pairs(self.critic_trunk)
-        self._policy_head = (self.policy_head.weight, self.policy_head.bias)
-        self._value_head = (self.value_head.weight, self.value_head.bias)
-        self._np_layers: dict[bool, tuple[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]]] = {}
-        self._folded_cache: dict[tuple[bool, int], FoldedNumpyMLP] = {}
-        # Whether the numpy forward passes apply (float32 on the CPU, no encoder); refreshed by .to()/.double().
-        head = self.policy_head.weight
-        self.numpy_acting = self.encoder is None and head.device.type == "cpu" and head.dtype == torch.float32
-
-    def _apply(self, fn: Any, recurse: bool = True) -> ActorCritic:
-        # .to()/.cuda()/.double() may replace the parameter objects: refresh the cached references.
-        result = super()._apply(fn, recurse)
-        self._cache_layers()
-        return result
+    def critic_layers(self) -> tuple[list[nn.Linear], str]:
+        """The critic's linear layers (trunk, then the value head) and the activation's name; see
+        ``actor_layers``."""
+        return [*self._critic_hidden, self.value_head], self._activation_name
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
         """What the MLPs take: the encoder's features, or the observations flattened."""
@@ -233,82 +215,27 @@ class ActorCritic(nn.Module):
             return obs.unsqueeze(-1) if self._obs_ndim == 0 else obs.flatten(-self._obs_ndim)
         return obs
 
-    def _mlp(self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
-        for weight, bias in layers:
-            x = self._activation(F.linear(x, weight, bias))
+    def _mlp(self, layers: list[nn.Linear], x: torch.Tensor) -> torch.Tensor:
+        for layer in layers:
+            x = self._activation(F.linear(x, layer.weight, layer.bias))
         return x
 
-    def _trunk(self, layers: list[tuple[torch.Tensor, torch.Tensor]], obs: torch.Tensor) -> torch.Tensor:
-        return self._mlp(layers, self._features(obs))
-
     def _policy(self, features: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
-        out = F.linear(features, *self._policy_head)
+        out = F.linear(features, self.policy_head.weight, self.policy_head.bias)
         if self.discrete:
             return out
         return {"mu": out, "sigma": self.log_std.exp().expand_as(out)}
 
-    def numpy_policy_output(self, obs: np.ndarray) -> np.ndarray:
-        """The policy head's output (logits, or the Gaussian mean) computed in numpy, for acting on the CPU.
-
-        For the small MLPs of classic control, each torch call costs several microseconds of dispatch, more than
-        its arithmetic, and torch's CPU tanh is several times slower than numpy's (measured: 71 us against 9 us
-        for 256x64). The weights are numpy views of the parameters' own storage (refreshed when an optimiser or
-        ``.to()`` moves them), so they are always the current ones. Only where ``numpy_acting`` holds.
-        """
-        return self._numpy_mlp(self._numpy_layers(actor=True), obs)
-
-    def numpy_value(self, obs: np.ndarray) -> np.ndarray:
-        """State values ``(...)`` computed in numpy (see ``numpy_policy_output``)."""
-        return self._numpy_mlp(self._numpy_layers(actor=False), obs)[..., 0]
-
-    def numpy_policy_function(self, batch: int) -> FoldedNumpyMLP:
-        """The policy head's numpy forward for ``batch`` observations at a time, with copies of the current weights
-        (``FoldedNumpyMLP``): for many calls while the weights stay put (a rollout). The object is reused from
-        call to call (with the weights copied again), so a second call with the same ``batch`` ends the first
-        one's use."""
-        return self._folded(True, batch)
-
-    def numpy_value_function(self, batch: int) -> FoldedNumpyMLP:
-        """The critic's numpy forward (output ``(batch, 1)``) with copies of the current weights: for valuing a
-        whole rollout at once (a third fewer numpy calls than ``numpy_value``). Reused as
-        ``numpy_policy_function``'s."""
-        return self._folded(False, batch)
-
-    def _folded(self, actor: bool, batch: int) -> FoldedNumpyMLP:
-        arrays = self._numpy_layers(actor)  # numpy views of the parameters (cached while they stay in place)
-        cached = self._folded_cache.get((actor, batch))
-        if cached is None:  # buffers allocated once per size; the weights are copied in at every call
-            cached = self._folded_cache[actor, batch] = FoldedNumpyMLP(arrays, self._activation_name, batch)
-            return cached
-        return cached.load(arrays)
-
-    def _numpy_mlp(self, layers: list[tuple[np.ndarray, np.ndarray]], obs: np.ndarray) -> np.ndarray:
-        x = obs if self._obs_ndim == 1 else obs.reshape(*obs.shape[: obs.ndim - self._obs_ndim], -1)
-        activation = self._np_activation
-        for weight, bias in layers[:-1]:
-            x = np.matmul(x, weight.T)
-            x += bias
-            x = activation(x)
-        weight, bias = layers[-1]
-        x = np.matmul(x, weight.T)
-        x += bias
-        return x
-
-    def _numpy_layers(self, actor: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-        pairs = [*self._actor_layers, self._policy_head] if actor else [*self._critic_layers, self._value_head]
-        key = tuple(weight.data_ptr() for weight, _ in pairs)
-        cached = self._np_layers.get(actor)
-        if cached is None or cached[0] != key:
-            cached = self._np_layers[actor] = (key, [(w.detach().numpy(), b.detach().numpy()) for w, b in pairs])
-        return cached[1]
+    def _value(self, features: torch.Tensor) -> torch.Tensor:
+        return F.linear(features, self.value_head.weight, self.value_head.bias).squeeze(-1)
 
     def policy_output(self, obs: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """Logits ``(..., N)`` or ``{'mu', 'sigma'}`` of shape ``(..., D)``."""
-        return self._policy(self._trunk(self._actor_layers, obs))
+        return self._policy(self._mlp(self._actor_hidden, self._features(obs)))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``(...)``."""
-        return F.linear(self._trunk(self._critic_layers, obs), *self._value_head).squeeze(-1)
+        return self._value(self._mlp(self._critic_hidden, self._features(obs)))
 
     def actor_parameters(self) -> dict[str, torch.Tensor]:
         """The parameters acting needs (actor trunk, policy head, log-std), by their state_dict names."""
@@ -317,60 +244,10 @@ class ActorCritic(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor]:
         """``(policy_output(obs), value(obs))``; a shared trunk (and the encoder) runs once."""
-        if self.shared:
-            features = self._trunk(self._actor_layers, obs)
-            return self._policy(features), F.linear(features, *self._value_head).squeeze(-1)
         features = self._features(obs)  # the encoder (or the flattening) once for both MLPs
-        actor, critic = self._mlp(self._actor_layers, features), self._mlp(self._critic_layers, features)
-        return self._policy(actor), F.linear(critic, *self._value_head).squeeze(-1)
+        if self.shared:
+            features = self._mlp(self._actor_hidden, features)
+            return self._policy(features), self._value(features)
+        actor, critic = self._mlp(self._actor_hidden, features), self._mlp(self._critic_hidden, features)
+        return self._policy(actor), self._value(critic)
 
-
-
-# Activations written into a given array: a ufunc and its extra arguments (called directly, without a Python
-# layer), or a function of (z, out).
-_NUMPY_INTO: dict[str, tuple[Any, tuple[Any, ...]]] = {
-    "tanh": (np.tanh, ()),
-    "relu": (np.maximum, (0.0,)),
-    "elu": (lambda z, out: np.copyto(out, _np_elu(z)), ()),
-}
-
-
-class FoldedNumpyMLP:
-    """An MLP in numpy with its biases folded into its weights, for a fixed batch size: ``f(obs, out)`` writes the
-    last layer's output for ``obs`` ``(B, ...)`` (flattened to ``(B, in)``) into ``out`` ``(B, width)``.
-
-    Each layer is one matmul and one activation: every layer's input carries a column of ones, the weights a
-    last row of biases, and activations are written straight into the next input. On CartPole's 64x64 policy
-    this is 6 numpy calls instead of 8 per step (measured inside a rollout, where each call costs 2-3 us: 5-9 us
-    less per step). The outputs equal ``x @ W.T + b`` layer by layer up to float rounding (the bias joins the
-    sum). The weights are copies taken at construction.
-    """
-
-    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]], activation: str, batch: int) -> None:
-        self.layers = [np.empty((weight.shape[1] + 1, weight.shape[0]), dtype=np.float32) for weight, _ in layers]
-        self.load(layers)
-        self.width = self.layers[-1].shape[1]
-        self._inputs = [np.ones((batch, folded.shape[0]), dtype=np.float32) for folded in self.layers]
-        self._hidden = [(folded, src, dst[:, :-1]) for folded, src, dst in
-                        zip(self.layers, self._inputs, self._inputs[1:])]
-        self.input = self._inputs[0][:, :-1]  # (B, in): where ``run`` reads the observations
-        self._into, self._into_args = _NUMPY_INTO[activation]
-
-    def load(self, layers: list[tuple[np.ndarray, np.ndarray]]) -> FoldedNumpyMLP:
-        """Copy new weights and biases (the shapes given at construction) into the folded layers; returns self."""
-        for folded, (weight, bias) in zip(self.layers, layers, strict=True):
-            folded[:-1] = weight.T
-            folded[-1] = bias
-        return self
-
-    def __call__(self, obs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Write the output for ``obs`` into ``out`` (a new array when None) and return it."""
-        self.input[...] = obs if obs.ndim == 2 else obs.reshape(len(obs), -1)
-        return self.run(out)
-
-    def run(self, out: np.ndarray | None = None) -> np.ndarray:
-        """The output for the observations already written into ``input`` (filled in parts, without a copy)."""
-        into, args = self._into, self._into_args
-        for folded, src, dst in self._hidden:
-            into(np.matmul(src, folded), *args, out=dst)
-        return np.matmul(self._inputs[-1], self.layers[-1], out=out)
