@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from ..config.schema import Field
 from ..data import Rollout
 from ..rl_utils import a2c_data, a2c_error, a2c_error_continuous, a2c_error_multi_discrete
 from .actor_critic import ActorCriticPolicy, normalize_advantage
@@ -16,13 +17,13 @@ class A2CPolicy(ActorCriticPolicy):
     multi_discrete_actions: ClassVar[bool] = True
     needs_log_prob: ClassVar[bool] = False  # the loss is -log pi(a|s) * A under the current weights only
 
-    default_config: ClassVar[dict[str, Any]] = {
-        **ActorCriticPolicy.common_config,
-        "optimizer": "rmsprop",  # RMSprop as in A2C
-        "learning_rate": 7e-4,  # initial learning rate
-        "gae_lambda": 1.0,  # 1: n-step returns over the rollout
-        "normalize_advantage": False,  # off in classic A2C
-        "entropy_coef": 0.0,  # weight of the entropy bonus
+    fields: ClassVar[dict[str, Field]] = {
+        **ActorCriticPolicy.fields,
+        "optimizer": ActorCriticPolicy.fields["optimizer"].but("rmsprop", "the flat optimiser (RMSprop as in A2C)"),
+        "learning_rate": ActorCriticPolicy.fields["learning_rate"].but(7e-4),
+        "gae_lambda": ActorCriticPolicy.fields["gae_lambda"].but(1.0, "GAE lambda (1: n-step returns)"),
+        "normalize_advantage": ActorCriticPolicy.fields["normalize_advantage"].but(
+            False, "zero-mean unit-std advantages (off in classic A2C)"),
     }
 
     def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:

@@ -5,7 +5,7 @@ sample processing (GAE, with termination and truncation kept apart). A subclass 
 these public pieces::
 
     class MyPolicy(ActorCriticPolicy):
-        default_config = {**ActorCriticPolicy.common_config, "my_coef": 0.5}
+        fields = {**ActorCriticPolicy.fields, "my_coef": Field(0.5, "what my_coef weighs", range=(0.0, None))}
 
         def learn(self, batch, ctx):
             samples = batch.valid_samples()              # autoreset steps dropped
@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
+from ..config.schema import Field
 from ..data import Rollout
 from ..errors import ConfigError
 from ..rl_utils import (
@@ -129,40 +130,26 @@ class ActorCriticPolicy(Policy):
     numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete", "gaussian")
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
-    common_config: ClassVar[dict[str, Any]] = {
-        "hidden_sizes": [64, 64],  # widths of the hidden layers of each MLP
-        "activation": "tanh",  # hidden-layer activation
-        "shared_network": False,  # one trunk for policy and value (else one each)
-        "encoder": "auto",  # observation encoder before the MLPs: auto (nature_cnn for uint8 images), mlp, a model name
-        "encoder_kwargs": {},  # keyword arguments of the encoder (nature_cnn: features_dim)
-        "init_log_std": 0.0,  # initial log std of Gaussian actions
-        "optimizer": "adam",  # the flat optimiser
-        "learning_rate": 3e-4,  # initial learning rate
-        "anneal_lr": True,  # decay the learning rate linearly to 0 over the budget
-        "adam_eps": 1e-5,  # epsilon of Adam (and RMSprop)
-        "gamma": 0.99,  # discount factor
-        "gae_lambda": 0.95,  # GAE lambda (1: Monte-Carlo returns)
-        "normalize_advantage": True,  # zero-mean unit-std advantages per minibatch
-        "value_coef": 0.5,  # weight of the value loss
-        "entropy_coef": 0.0,  # weight of the entropy bonus
-        "max_grad_norm": 0.5,  # clip the gradient norm to this (0: no clipping)
-        "numpy_acting": True,  # act and value small CPU models in numpy (faster; False: torch everywhere)
+    fields: ClassVar[dict[str, Field]] = {
+        "hidden_sizes": Field([64, 64], "widths of the hidden layers of each MLP", range=(1, 1_000_000), frozen=True),
+        "activation": Field("tanh", "hidden-layer activation", choices=tuple(ACTIVATIONS), frozen=True),
+        "shared_network": Field(False, "one trunk for policy and value (else one each)", frozen=True),
+        "encoder": Field("auto", "observation encoder before the MLPs: auto (nature_cnn for uint8 images), mlp, a "
+                         "model name", frozen=True),
+        "encoder_kwargs": Field({}, "keyword arguments of the encoder (nature_cnn: features_dim)", frozen=True),
+        "init_log_std": Field(0.0, "initial log std of Gaussian actions", range=(-20.0, 5.0)),
+        "optimizer": Field("adam", "the flat optimiser", choices=FLAT_ALGORITHMS, frozen=True),
+        "learning_rate": Field(3e-4, "initial learning rate", range=(0.0, 10.0)),
+        "anneal_lr": Field(True, "decay the learning rate linearly to 0 over the budget"),
+        "adam_eps": Field(1e-5, "epsilon of Adam (and RMSprop)", range=(0.0, 1.0)),
+        "gamma": Field(0.99, "discount factor", range=(0.0, 1.0)),
+        "gae_lambda": Field(0.95, "GAE lambda (1: Monte-Carlo returns)", range=(0.0, 1.0)),
+        "normalize_advantage": Field(True, "zero-mean unit-std advantages per minibatch"),
+        "value_coef": Field(0.5, "weight of the value loss", range=(0.0, None)),
+        "entropy_coef": Field(0.0, "weight of the entropy bonus", range=(0.0, None)),
+        "max_grad_norm": Field(0.5, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
+        "numpy_acting": Field(True, "act and value small CPU models in numpy (faster; False: torch everywhere)"),
     }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        "hidden_sizes": (1, 1_000_000),
-        "init_log_std": (-20.0, 5.0),
-        "learning_rate": (0.0, 10.0),
-        "adam_eps": (0.0, 1.0),
-        "gamma": (0.0, 1.0),
-        "gae_lambda": (0.0, 1.0),
-        "value_coef": (0.0, None),
-        "entropy_coef": (0.0, None),
-        "max_grad_norm": (0.0, None),
-    }
-    config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {"optimizer": FLAT_ALGORITHMS,
-                                                             "activation": tuple(ACTIVATIONS)}
-    frozen_keys: ClassVar[tuple[str, ...]] = ("hidden_sizes", "activation", "shared_network", "optimizer", "encoder",
-                                              "encoder_kwargs")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -407,3 +394,6 @@ class ActorCriticPolicy(Policy):
             for name, tensor in own.items():
                 tensor.copy_(state[name])
 
+
+# The shared defaults by the name plugins written before ``fields`` existed use ({**common_config, ...}).
+ActorCriticPolicy.common_config = dict(ActorCriticPolicy.default_config)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from ..config.schema import Field
 from ..data import Rollout, Unroll
 from ..rl_utils import vtrace_data, vtrace_error_continuous_action, vtrace_error_discrete_action
 from .actor_critic import ActorCriticPolicy
@@ -29,28 +30,22 @@ class ImpalaPolicy(ActorCriticPolicy):
     # ``collect``, whose mean may be squashed into the bounds (``bound_mean``), which the numpy actor does not do.
     numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete",)
     needs_log_prob: ClassVar[bool] = False  # V-trace recomputes the behaviour log-probs from ``policy_output``
-    default_config: ClassVar[dict[str, Any]] = {
-        **ActorCriticPolicy.common_config,
-        "optimizer": "adam",  # the flat optimiser
-        "learning_rate": 6e-4,  # initial learning rate
-        "anneal_lr": True,  # decay the learning rate linearly to 0
-        "entropy_coef": 0.01,  # weight of the entropy bonus
-        "value_coef": 0.5,  # weight of the value (V-trace target) loss
-        "max_grad_norm": 40.0,  # clip the gradient norm (IMPALA: 40)
-        "vtrace_lambda": 1.0,  # the trace-cutting lambda of the V-trace paper (1: plain V-trace)
-        "rho_clip": 1.0,  # rho-bar: truncation of the importance weights in the value targets
-        "c_clip": 1.0,  # c-bar: truncation of the trace coefficients
-        "rho_pg_clip": 1.0,  # truncation of the importance weights in the policy-gradient advantage
-        "reward_scale": 1.0,  # rewards are multiplied by this before learning (IMPALA clips or scales rewards)
-        "bound_mean": True,  # Box actions: the Gaussian mean is tanh-squashed into the action bounds
-    }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        **ActorCriticPolicy.config_ranges,
-        "vtrace_lambda": (0.0, 1.0),
-        "rho_clip": (0.0, None),
-        "c_clip": (0.0, None),
-        "rho_pg_clip": (0.0, None),
-        "reward_scale": (0.0, None),
+    fields: ClassVar[dict[str, Field]] = {
+        **ActorCriticPolicy.fields,
+        "learning_rate": ActorCriticPolicy.fields["learning_rate"].but(6e-4),
+        "anneal_lr": ActorCriticPolicy.fields["anneal_lr"].but(True, "decay the learning rate linearly to 0"),
+        "entropy_coef": ActorCriticPolicy.fields["entropy_coef"].but(0.01),
+        "value_coef": ActorCriticPolicy.fields["value_coef"].but(0.5, "weight of the value (V-trace target) loss"),
+        "max_grad_norm": ActorCriticPolicy.fields["max_grad_norm"].but(40.0, "clip the gradient norm (IMPALA: 40)"),
+        "vtrace_lambda": Field(1.0, "the trace-cutting lambda of the V-trace paper (1: plain V-trace)",
+                               range=(0.0, 1.0)),
+        "rho_clip": Field(1.0, "rho-bar: truncation of the importance weights in the value targets", range=(0.0, None)),
+        "c_clip": Field(1.0, "c-bar: truncation of the trace coefficients", range=(0.0, None)),
+        "rho_pg_clip": Field(1.0, "truncation of the importance weights in the policy-gradient advantage",
+                             range=(0.0, None)),
+        "reward_scale": Field(1.0, "rewards are multiplied by this before learning (IMPALA clips or scales rewards)",
+                              range=(0.0, None)),
+        "bound_mean": Field(True, "Box actions: the Gaussian mean is tanh-squashed into the action bounds"),
     }
 
     def _bounded(self, output: Any) -> Any:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
+from ..config.schema import Field
 from ..data import Rollout
 from ..rl_utils import ppo_data, ppo_data_continuous, ppo_error, ppo_error_continuous, ppo_error_multi_discrete
 from .actor_critic import ActorCriticPolicy, advantage_moments, normalize_advantage, normalize_with
@@ -21,23 +22,16 @@ class PPOPolicy(ActorCriticPolicy):
     """
 
     multi_discrete_actions: ClassVar[bool] = True
-    default_config: ClassVar[dict[str, Any]] = {
-        **ActorCriticPolicy.common_config,
-        "clip_ratio": 0.2,  # PPO's clip range epsilon
-        "anneal_clip": False,  # decay clip_ratio linearly to 0 over the budget
-        "value_clip": False,  # clip value updates to clip_ratio around the old values
-        "dual_clip": None,  # dual-clip constant c > 1 (None: off)
-        "epochs": 10,  # passes over each rollout
-        "minibatch_size": 64,  # samples per gradient step
-        "target_kl": None,  # stop the epochs when the approximate KL exceeds 1.5x this (None: off)
-    }
-    config_ranges: ClassVar[dict[str, Any]] = {
-        **ActorCriticPolicy.config_ranges,
-        "clip_ratio": (0.0, 1.0),
-        "epochs": (1, 10_000),
-        "minibatch_size": (1, None),
-        "dual_clip": (1.0, None),  # None (off) is allowed; a number must be a number (> 1 in ppo_error)
-        "target_kl": (0.0, None),
+    fields: ClassVar[dict[str, Field]] = {
+        **ActorCriticPolicy.fields,
+        "clip_ratio": Field(0.2, "PPO's clip range epsilon", range=(0.0, 1.0)),
+        "anneal_clip": Field(False, "decay clip_ratio linearly to 0 over the budget"),
+        "value_clip": Field(False, "clip value updates to clip_ratio around the old values"),
+        "dual_clip": Field(None, "dual-clip constant c > 1 (None: off)", type=float, range=(1.0, None)),
+        "epochs": Field(10, "passes over each rollout", range=(1, 10_000)),
+        "minibatch_size": Field(64, "samples per gradient step", range=(1, None)),
+        "target_kl": Field(None, "stop the epochs when the approximate KL exceeds 1.5x this (None: off)", type=float,
+                           range=(0.0, None)),
     }
 
     def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:

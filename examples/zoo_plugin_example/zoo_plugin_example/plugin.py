@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from zoo.config.schema import Field
 from zoo.hookspecs import hookimpl
 from zoo.policies import ActorCriticPolicy, LearnContext, Rollout, normalize_advantage
 from zoo.rl_utils import a2c_data, a2c_error, a2c_error_continuous
@@ -25,16 +26,14 @@ from zoo.rl_utils import a2c_data, a2c_error, a2c_error_continuous
 class ReinforceBaselinePolicy(ActorCriticPolicy):
     """REINFORCE with a value baseline, for Discrete and Box action spaces."""
 
-    # Every key a config's `policy` section may set, with its default; unknown keys are rejected.
-    default_config: ClassVar[dict[str, Any]] = {
-        **ActorCriticPolicy.common_config,
-        "learning_rate": 1e-3,
-        "gae_lambda": 1.0,  # Monte-Carlo returns: plain REINFORCE with a baseline
-        "normalize_advantage": True,
-        "advantage_clip": 3.0,  # clip normalised advantages to [-c, c]; 0 disables
+    # Every key a config's `policy` section may set, declared once: default, meaning, range (checked before a run
+    # starts) and whether --resume may change it; unknown keys are rejected. `zoo config reinforce_baseline` shows them.
+    fields: ClassVar[dict[str, Field]] = {
+        **ActorCriticPolicy.fields,
+        "learning_rate": ActorCriticPolicy.fields["learning_rate"].but(1e-3),
+        "gae_lambda": ActorCriticPolicy.fields["gae_lambda"].but(1.0, "Monte-Carlo returns: REINFORCE with a baseline"),
+        "advantage_clip": Field(3.0, "clip normalised advantages to [-c, c]; 0 disables", range=(0.0, None)),
     }
-    # Checked before a run starts, like the built-ins' ranges.
-    config_ranges: ClassVar[dict[str, Any]] = {**ActorCriticPolicy.config_ranges, "advantage_clip": (0.0, None)}
 
     def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:
         samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
