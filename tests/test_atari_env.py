@@ -175,6 +175,7 @@ def test_rgb_array_render_mode_gives_full_colour_frames():
     env.close()
 
 
+@pytest.mark.slow
 def test_the_pong_config_starts_and_runs_two_iterations(tmp_path):
     # configs/ppo_atari_pong.py with a 2-iteration budget: the CNN encoder is chosen for the uint8 frames, PPO
     # learns on them, and the run ends with a model and metrics (learning Pong needs ~10M steps, not a CPU test).

@@ -47,6 +47,7 @@ def test_best_model_holds_the_weights_of_the_best_evaluation(run):
     assert agent.predict(np.zeros(4, dtype=np.float32)) in (0, 1)
 
 
+@pytest.mark.slow
 def test_zoo_eval_takes_best_or_last_deterministic_or_stochastic(run):
     def evaluate(*extra: str) -> str:
         out = subprocess.run([sys.executable, "-m", "zoo", "eval", str(run), "--episodes", "3", *extra],

@@ -355,6 +355,7 @@ def test_only_rank_0_writes_and_the_checkpoint_holds_every_workers_state(tmp_pat
                             "model.pt"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["sigterm_to_zoo_run", "ctrl_c_to_the_process_group"])
 def test_a_stop_signal_saves_once_stops_every_process_and_resume_is_exact(tmp_path, how):
     config = {**DPPO, "runs_dir": str(tmp_path / "runs"),
@@ -392,6 +393,7 @@ def _assert_stopped_in_one_line(process: subprocess.Popen, workers: list[int], s
     assert _alive(workers) == []
 
 
+@pytest.mark.slow
 def test_a_killed_worker_stops_the_run_within_30s_in_one_line_with_the_checkpoint_intact(tmp_path):
     import zoo
 
@@ -407,6 +409,7 @@ def test_a_killed_worker_stops_the_run_within_30s_in_one_line_with_the_checkpoin
     assert agent.predict(np.zeros(4, dtype=np.float32)) in (0, 1)
 
 
+@pytest.mark.slow
 def test_a_worker_that_raises_is_named_with_its_error_and_custom_envs_work_in_every_worker(tmp_path):
     (tmp_path / "raising_env.py").write_text(RAISING_ENV)
     config = {**DPPO, "runs_dir": str(tmp_path / "runs"), "import_names": ["raising_env"],
@@ -443,6 +446,7 @@ def _torchrun_nodes(path: Path, cwd: Path) -> list[tuple[int, str]]:
     return results
 
 
+@pytest.mark.slow
 def test_two_torchrun_nodes_on_loopback_train_one_run(tmp_path):
     config = {**DPPO, "runs_dir": str(tmp_path / "runs"), "pipeline": {**DPPO["pipeline"], "max_env_steps": 2_048}}
     path = _write_config(tmp_path, config)
@@ -462,6 +466,7 @@ def test_two_torchrun_nodes_on_loopback_train_one_run(tmp_path):
     assert len(load_weights_only(tmp_path / "runs" / "d" / "checkpoint.pt")["workers"]) == 2
 
 
+@pytest.mark.slow
 def test_an_entry_point_plugin_policy_trains_on_two_workers(tmp_path):
     # The example plugin "installed" the way pip does it: the package and a .dist-info with its entry point in a
     # directory on PYTHONPATH, so that the supervisor and every spawned worker discover it by themselves.
@@ -506,6 +511,7 @@ def test_a_world_size_the_machine_cannot_hold_is_refused_in_one_line_before_any_
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+@pytest.mark.slow
 def test_killing_the_torchrun_agent_stops_every_rank_which_saves_and_frees_the_run_directory(tmp_path):
     import fcntl
 

@@ -551,6 +551,7 @@ def _torchrun_nodes(config: dict, tmp_path: Path, kill_actor_after_rows: int | N
     return [node.returncode for node in nodes], results, started
 
 
+@pytest.mark.slow
 def test_two_torchrun_nodes_learner_and_actor_train_one_run(tmp_path):
     codes, results, _ = _torchrun_nodes(_config(tmp_path, max_env_steps=6_400), tmp_path)
     assert codes == [0, 0], results
@@ -561,6 +562,7 @@ def test_two_torchrun_nodes_learner_and_actor_train_one_run(tmp_path):
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["imp"]  # only the learner wrote
 
 
+@pytest.mark.slow
 def test_a_killed_torchrun_actor_stops_the_learner_within_30s_in_one_line(tmp_path):
     config = _config(tmp_path, max_env_steps=10**9, actor_timeout_s=5.0)
     codes, results, started = _torchrun_nodes(config, tmp_path, kill_actor_after_rows=20)

@@ -71,6 +71,7 @@ def _errors(stderr: str) -> list[str]:
 
 
 # -- 1. a stop signal while every actor is stopped ---------------------------------------------------------------
+@pytest.mark.slow
 def test_a_stop_signal_reaches_a_learner_waiting_for_stopped_actors(tmp_path):
     # actor_timeout_s is long: the actors are stopped, not stalled, for this test's whole length
     process = _start_run(tmp_path, _config(tmp_path, max_env_steps=10_000_000, actor_timeout_s=60.0))
@@ -121,6 +122,7 @@ def test_both_pools_abandon_their_wait_when_a_stop_is_requested(tmp_path, remote
 
 
 # -- 2. a stalled actor ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_stalled_actor_is_restarted_and_actors_waiting_for_a_slow_learner_are_not(tmp_path):
     pipeline = _pipeline(tmp_path, actor_timeout_s=2.0)
     victim = None
@@ -176,6 +178,7 @@ def test_the_stall_clock_runs_only_while_a_ready_actor_holds_a_slot(tmp_path):
         pipeline.close()
 
 
+@pytest.mark.slow
 def test_without_restarts_a_stalled_actor_stops_the_run_in_one_line(tmp_path):
     config = _config(tmp_path, max_env_steps=10_000_000, actor_timeout_s=2.0, restart_actors=False,
                      checkpoint_every=5)

@@ -18,6 +18,8 @@ import pytest
 
 from zoo.run import train
 
+pytestmark = pytest.mark.slow  # learning tests: tens of seconds each
+
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 

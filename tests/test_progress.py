@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from zoo.run.progress import Progress
 
 CONFIG = ("config = dict(exp_name='p', env=dict(id='CartPole-v1'), policy=dict(type='ppo', epochs=1, "
@@ -31,6 +33,7 @@ def _run(tmp_path, *flags: str) -> subprocess.CompletedProcess:
                            f"runs_dir={tmp_path / 'runs'}", *flags], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_quiet_verbose_and_the_final_line(tmp_path):
     normal = _run(tmp_path)
     assert normal.returncode == 0 and "elapsed" in normal.stderr and "steps" in normal.stderr

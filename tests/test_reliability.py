@@ -149,6 +149,7 @@ PHASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("phase", "count"), PHASES, ids=[f"{p}#{c}" for p, c in PHASES])
 def test_a_run_killed_at_any_moment_resumes_to_the_result_of_an_unbroken_run(tmp_path, unbroken_sac, phase, count):
     cfg = _config(tmp_path, {**SAC, "runs_dir": str(tmp_path / "runs")})
@@ -162,6 +163,7 @@ def test_a_run_killed_at_any_moment_resumes_to_the_result_of_an_unbroken_run(tmp
     assert (run / "model.pt").is_file() and _stray_files(run) == []
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_it_wrote_its_config_says_nothing_was_trained(tmp_path):
     cfg = _config(tmp_path, {**SAC, "runs_dir": str(tmp_path / "runs")})
     _killed(tmp_path, "replace:config.yaml", 1, "run", "--config", str(cfg), "-q")
@@ -170,6 +172,7 @@ def test_a_run_killed_before_it_wrote_its_config_says_nothing_was_trained(tmp_pa
     assert "before it wrote its config.yaml (nothing was trained)" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_resume_that_changed_the_config_and_was_killed_before_rewriting_config_yaml_resumes_as_asked(
         tmp_path, unbroken_sac):
     reference, broken = tmp_path / "reference", tmp_path / "broken"
@@ -239,6 +242,7 @@ def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_run_directory_moved_and_copied_under_a_running_process_gets_no_write_from_it(tmp_path):
     cfg = _config(tmp_path, {**A2C, "runs_dir": str(tmp_path / "runs"), "pipeline": {
         **A2C["pipeline"], "max_env_steps": 10**8}})
@@ -276,6 +280,7 @@ def test_a_run_directory_moved_and_copied_under_a_running_process_gets_no_write_
 
 
 # -- 6. writes the system refuses -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_write_past_the_file_size_limit_is_one_line_and_keeps_the_checkpoint(tmp_path):
     config = {**SAC, "runs_dir": str(tmp_path / "runs"), "pipeline": {
         **SAC["pipeline"], "learning_starts": 10**6, "steps_per_iteration": 500, "max_env_steps": 20_000,
@@ -429,6 +434,7 @@ def _reads_without_import(foreign: dict[str, Path], *args: str) -> subprocess.Co
     ["plot", "{run}"],
     ["-c", "import zoo; zoo.load('{run}').predict([0.0, 0.0, 0.0, 0.0])"],
 ], ids=["eval", "eval-best", "eval-video", "plot", "load"])
+@pytest.mark.slow
 def test_reading_a_foreign_run_imports_nothing_it_names(foreign, command):
     args = [part.format(run=foreign["imports"], root=foreign["root"]) for part in command]
     if args[0] == "-c":
@@ -443,6 +449,7 @@ def test_reading_a_foreign_run_imports_nothing_it_names(foreign, command):
         assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["policy", "env"])
 def test_a_run_that_needs_its_code_is_refused_in_one_line_unless_trusted(foreign, which):
     done = _reads_without_import(foreign, "eval", str(foreign[which]), "--episodes", "1")

@@ -85,6 +85,7 @@ def _kill_after_rows(process: subprocess.Popen, metrics: Path, rows: int) -> Non
     pytest.fail("the run did not reach the row to kill at")
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_gives_the_metrics_and_weights_of_an_unbroken_run(tmp_path):
     config = {**A2C, "runs_dir": str(tmp_path / "runs"),
               "pipeline": {**A2C["pipeline"], "max_env_steps": 24_000, "checkpoint_every": 97}}
@@ -388,3 +389,19 @@ def test_each_session_records_what_the_results_depend_on_beyond_the_config(tmp_p
     assert first["torch"] == torch.__version__ and first["numpy"] == numpy.__version__
     assert first["gymnasium"] == gymnasium.__version__ and first["python"].count(".") == 2
     assert first["rl_utils_kernels"] == ("compiled C" if kernels_available() else "numpy fallback")
+
+
+def test_an_empty_replay_buffer_and_empty_bytes_survive_a_checkpoint_round_trip(tmp_path):
+    """What a run killed before its first periodic checkpoint left: the iteration-0 replay file holds an empty
+    buffer, which weights-only loading once refused (an empty bytes object pickles as a call of bytes())."""
+    from zoo.data import ReplayBuffer
+
+    replay = ReplayBuffer(10, (3,), (1,))
+    run = RunDirectory(tmp_path)
+    run.save_checkpoint({"format": 2, "policy": {}, "loop": {"iteration": 0}, "blob": b"", "env": b"\x00\xff"},
+                        {"replay": replay})
+    state = run.load_checkpoint()
+    assert state["blob"] == b"" and state["env"] == b"\x00\xff"
+    restored = ReplayBuffer(10, (3,), (1,))
+    restored.load_state_dict(state["separate"]["replay"])
+    assert len(restored) == 0 and state["separate"]["replay"]["obs"].shape == (0, 3)

@@ -46,6 +46,7 @@ def test_seeds_one_after_another_give_each_seed_its_own_run(tmp_path, config, ca
     assert float(table[-1].split()[-1]) == pytest.approx(sum(evals) / 2, abs=0.01)
 
 
+@pytest.mark.slow
 def test_seeds_in_parallel_processes(tmp_path, config):
     out = subprocess.run([sys.executable, "-m", "zoo", "run", "--config", str(config), "--set",
                           f"runs_dir={tmp_path / 'runs'}", "--seeds", "0", "1", "2", "--jobs", "2"],

@@ -1,42 +1,50 @@
-"""The policy plugin contract: one for every algorithm, built-in or third-party.
+"""The policy plugin contract: one for every algorithm, built-in or third-party (written out for plugin authors,
+with an example, in docs/plugins.md).
 
 A policy owns its networks, optimiser and maths. It never steps an environment (a collector does) and never
 writes files (the pipeline does). What a pipeline calls, in order:
 
-1. ``Policy.check_spaces(observation_space, action_space)`` (class method), before anything is built: raise
-   ``ConfigError`` naming the space and what is supported.
+1. ``Policy.check_spaces(observation_space, action_space)`` (class method), before anything is built, wherever a
+   policy is built (training, actors, ``zoo eval``, ``zoo.load``: ``zoo.policies.build_policy``): raise
+   ``ConfigError`` naming the space and what is supported. Observations are always a Box (zoo flattens others).
 2. ``Policy(cfg, observation_space, action_space, device, acting_only=False)``: ``cfg`` is the resolved
-   ``policy`` config section (``default_config`` merged under the user's values, already checked against
-   ``config_ranges`` and ``config_choices``). ``acting_only=True`` builds what acting needs, without an
-   optimiser (actor processes, ``zoo eval``, ``zoo.load``).
-3. During collection, ``collect(obs) -> CollectOutput``: a batch of sampled actions for the env, the raw action
-   the loss needs, and optional per-step extras (log-prob, value, behaviour-policy outputs), which the collector
-   stacks into ``Rollout.extras`` under the same names. ``obs`` is a float32 tensor on ``self.device``.
-   On-policy collectors act through ``rollout_actor(steps, num_envs) -> RolloutActor`` for each rollout (numpy
-   observations in, env actions out, the raw actions and extras handed over at the end in one piece). The
-   default, ``CollectActor``, calls ``collect`` at every step; a policy may return a faster one for its small
-   models, which must give what ``collect`` would have given step by step.
-4. On-policy pipelines then call ``process_rollout(rollout) -> Rollout``: the policy's own sample processing
-   (GAE for actor-critics, as DI-engine's ``_get_train_sample``). The default returns the rollout unchanged.
+   ``policy`` config section (the declared defaults merged under the user's values, every key checked).
+   ``acting_only=True`` builds what acting needs, without an optimiser (actor processes, ``zoo eval``,
+   ``zoo.load``).
+3. During collection, ``collect(obs) -> CollectOutput``: a batch of sampled actions for the env (numpy, in the
+   env's action space: Discrete/MultiDiscrete ``start`` offsets and clipping to Box bounds are the policy's job),
+   the raw action the loss needs, and optional per-step extras (log-prob, value, behaviour-policy outputs), which
+   the collector stacks into ``Rollout.extras`` under the same names. ``obs`` is a float32 tensor on
+   ``self.device``. On-policy collectors act through ``rollout_actor(steps, num_envs) -> RolloutActor`` for each
+   rollout (numpy observations in, env actions out, the raw actions and extras handed over at the end in one
+   piece). The default, ``CollectActor``, calls ``collect`` at every step; a policy may return a faster one for
+   its small models, which must give what ``collect`` would have given step by step.
+4. On-policy pipelines then call ``process_rollout(rollout) -> Rollout`` with the rollout on ``self.device``,
+   right after collection (same weights): the policy's own sample processing (GAE for actor-critics, as
+   DI-engine's ``_get_train_sample``). The default returns the rollout unchanged. How episode ends, truncations
+   and autoreset steps appear in a rollout (and so what to bootstrap): ``zoo.data.batches``.
 5. ``learn(batch, ctx) -> dict[str, float]``: learning from a batch (a ``Rollout`` on ``self.device`` for
    on-policy pipelines; the ``ReplayBuffer`` for off-policy ones, from which the policy samples ``ctx.updates``
-   minibatches itself; an ``Unroll`` for actor-learner ones), returning finite metrics for the metrics file.
-   ``ctx`` (``LearnContext``) carries the progress for schedules and the hooks that keep several data-parallel
-   learners identical: call ``ctx.sync_gradients(grad)`` between backward and the optimiser step, and take
+   minibatches itself; an ``Unroll`` for actor-learner ones), returning finite metrics for the metrics file (a
+   non-finite one stops the run). ``ctx`` (``LearnContext``) carries the progress for schedules and the hooks
+   that keep several data-parallel learners identical: call ``ctx.sync_gradients(grad)`` between backward and the
+   optimiser step (``zoo.policies.sync_parameter_gradients`` does it for a ``torch.optim`` optimiser), and take
    every decision that must agree across learners (number of minibatches, early stops) through ``ctx.mean``,
    ``ctx.min`` or ``ctx.any``; statistics over every learner's samples (normalised advantages) come from
-   ``ctx.sum``. Serially these are no-ops. On ``parallel_sync`` (DPPO) they are collectives, and every learner
-   must call them in the same order.
+   ``ctx.sum``. Serially these are no-ops, so a policy that runs only serially need not call them. On
+   ``parallel_sync`` (DPPO) they are collectives, and every learner must call them in the same order.
 6. ``evaluate(obs) -> actions``: deterministic actions for evaluation, ``zoo eval`` and ``zoo.load``.
 7. ``state_dict()``/``load_state_dict()``: everything needed to resume exactly (networks, optimiser, and any
-   counters the policy keeps); ``actor_state_dict()``/``load_actor_state_dict()``: only what acting needs,
-   for publishing weights to actors cheaply.
+   counters the policy keeps). checkpoint.pt, model.pt and best_model.pt hold ``state_dict()``; ``zoo eval`` and
+   ``zoo.load`` load it into an ``acting_only`` policy, which must accept (and may ignore) the optimiser's part.
+   ``actor_state_dict()``/``load_actor_state_dict()``: only what acting needs, for publishing weights to actors.
 
-Class attributes declare the config and the pipelines: ``default_config`` (every key with its default: the
-schema of the ``policy`` section), ``config_ranges`` (key -> ``(low, high)`` or a ``zoo.config.Range``; applied
-to every element of a list), ``config_choices`` (key -> allowed values), ``pipelines`` (the pipeline names
-it runs on; the first is the default for ``pipeline.type``) and ``frozen_keys`` (keys that a resumed run may
-not change, such as the network's sizes).
+Class attributes declare the config and the pipelines: ``fields`` (each key of the ``policy`` section once, as a
+``zoo.config.schema.Field``: default, meaning, type, range or choices, frozen on resume), from which
+``default_config``, ``config_ranges``, ``config_choices``, ``frozen_keys`` and ``config_docs`` are derived (a
+class may still set those by hand); and ``pipelines`` (the pipeline names it runs on; the first is the default
+for ``pipeline.type``). No key is required; ``pipeline.normalize_reward`` uses ``policy.gamma`` when the section
+has one (else the config must set ``pipeline.reward_gamma``).
 """
 
 from __future__ import annotations
