@@ -81,7 +81,7 @@ def load(run_dir: str | Path, device: str = "cpu", which: str = "last", trust_im
     """Load a run directory's weights (weights-only: no code from the files runs) as an ``Agent``.
 
     ``which``: ``last`` (the latest checkpoint) or ``best`` (the best evaluation during training, best_model.pt).
-    ``trust_imports``: import the modules the run's config names (see ``zoo.loading``).
+    ``trust_imports``: import the modules the run's config names (see ``zoo.run.load``).
     """
     from .envs import NormalizeObservation
     from .run import load_run

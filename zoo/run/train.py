@@ -45,7 +45,7 @@ def train(
         overrides: ``--set``-style ``"a.b=value"`` strings (or ``(key, value)`` pairs), applied in order.
         resume: a run directory to continue from its last checkpoint (its config.yaml plus ``overrides``).
         repair: with ``resume``, continue a damaged run directory: config.yaml restored from the checkpoint's
-            config, metrics reduced to their readable rows (each repair is logged); see ``zoo.resume``.
+            config, metrics reduced to their readable rows (each repair is logged); see ``zoo.run.resume``.
     Returns:
         ``reason`` (``max_env_steps``, ``stop_return`` or ``interrupted``, with ``exit_code``), ``iteration``,
         ``env_steps``, ``wall_time``, ``episode_return_mean`` and ``run_dir`` (None on ranks other than 0).
