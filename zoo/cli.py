@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import logging
 import os
 import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
@@ -70,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                             help="the latest checkpoint, or best_model.pt (the best evaluation during training)")
     evaluation.add_argument("--stochastic", action="store_true", help="sample actions instead of the policy's mode")
     evaluation.add_argument("--device", default="cpu", help="cpu or cuda")
+    evaluation.add_argument("--json", metavar="FILE", default=None,
+                            help="also write the episodes' returns, the seed and the protocol to FILE (JSON)")
     evaluation.add_argument("--trust-imports", action="store_true",
                             help="import the modules the run's config names (import_names, an env id's module:): "
                                  "only for run directories you trust")
@@ -83,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     configuring.add_argument("policy", help="a registered policy name (see zoo list)")
     configuring.add_argument("--pipeline", default=None, help="a pipeline it runs on (default: its own)")
     configuring.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    benching = commands.add_parser("bench", help="run benchmark suites (every entry x seed, resumable)")
+    benching.add_argument("suites", nargs="+", metavar="SUITE", help="classic, mujoco, ace, hl_gauss")
+    benching.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 of every entry (default 5)")
+    benching.add_argument("--jobs", type=int, default=1, help="runs at once (processes)")
+    benching.add_argument("--runs-dir", default="runs", help="runs go to RUNS_DIR/bench/<entry>/seed_<k>")
+    benching.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     plotting = commands.add_parser("plot", help="learning curves of runs (seeds as mean and band), or a table")
     plotting.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB", help="run directories, folders of them, globs")
@@ -226,6 +237,12 @@ def _eval(args: argparse.Namespace) -> int:
         step_limit=args.step_limit, render=args.render,
         deterministic=not args.stochastic,
     )
+    if args.json is not None:
+        from .run.state_files import atomic_write_text
+
+        report = {"returns": [float(r) for r in returns], "episodes": len(returns), "seed": seed,
+                  "deterministic": not args.stochastic, "which": args.which, "env": cfg.env.id}
+        atomic_write_text(Path(args.json), json.dumps(report) + "\n")
     print(f"mean_return={float(np.mean(returns)):.4f} std_return={float(np.std(returns)):.4f} episodes={len(returns)}")
     return 0
 
@@ -259,6 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list()
         if args.command == "plot":
             return _plot(args)
+        if args.command == "bench":
+            from .bench.runner import bench
+
+            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir)
         if args.command == "config":
             from .describe import describe
 

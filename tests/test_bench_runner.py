@@ -1,0 +1,107 @@
+"""``zoo bench``: every (entry, seed) of a suite as an ordinary run directory, resumable, failures reported by name.
+
+Each test runs real ``zoo run`` / ``zoo eval`` child processes on a tiny suite (CartPole, 2k env steps).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from zoo.bench import runner
+from zoo.bench.suites import Entry
+
+CONFIG = ("config = dict(exp_name='b', env=dict(id='CartPole-v1'), policy=dict(type='ppo', epochs=1), "
+          "pipeline=dict(num_envs=4, rollout_steps=32, max_env_steps=2048, eval_every=4, eval_episodes=2))\n")
+TINY = Entry("tiny_ppo", "tiny.py", ("pipeline.stop_return=None",), 0.1)
+BROKEN = Entry("broken", "tiny.py", ("env.id=NoSuchEnv-v9",), 0.1)
+
+
+@pytest.fixture
+def suite(tmp_path, monkeypatch):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "tiny.py").write_text(CONFIG)
+    monkeypatch.setattr(runner, "configs_dir", lambda: configs)
+    monkeypatch.setitem(runner.SUITES, "tiny", (TINY,))
+    monkeypatch.setitem(runner.SUITES, "tiny_broken", (TINY, BROKEN))
+    return tmp_path / "runs"
+
+
+def _final(run: Path) -> dict:
+    return json.loads((run / "final_eval.json").read_text())
+
+
+def test_a_suite_trains_and_evaluates_every_seed_into_ordinary_run_directories(suite):
+    out = io.StringIO()
+    assert runner.bench(["tiny"], seeds=2, jobs=2, runs_dir=str(suite), stream=out) == 0
+    for seed in (0, 1):
+        run = suite / "bench" / "tiny_ppo" / f"seed_{seed}"
+        final = _final(run)
+        assert final["episodes"] == 10 and final["deterministic"] and len(final["returns"]) == 10
+        assert (run / "model.pt").is_file() and "seed: " + str(seed) in (run / "config.yaml").read_text()
+    assert "2/2 runs finished" in out.getvalue() and "min left" in out.getvalue()
+
+
+def test_started_again_it_does_only_what_is_left(suite):
+    assert runner.bench(["tiny"], seeds=3, jobs=2, runs_dir=str(suite), stream=io.StringIO()) == 0
+    runs = [suite / "bench" / "tiny_ppo" / f"seed_{seed}" for seed in range(3)]
+    untouched = (runs[0] / "final_eval.json").read_bytes(), (runs[0] / "checkpoint.pt").stat().st_mtime_ns
+    (runs[1] / "final_eval.json").unlink()  # trained, not yet evaluated
+    for name in ("model.pt", "final_eval.json"):  # stopped during training: resumes
+        (runs[2] / name).unlink()
+    plans = {run.name: [step[3] for step in runner.plan(runner.Run(TINY, i, run))] for i, run in enumerate(runs)}
+    assert plans == {"seed_0": [], "seed_1": ["eval"], "seed_2": ["run", "eval"]}
+    assert runner.bench(["tiny"], seeds=3, jobs=2, runs_dir=str(suite), stream=io.StringIO()) == 0
+    assert ((runs[0] / "final_eval.json").read_bytes(), (runs[0] / "checkpoint.pt").stat().st_mtime_ns) == untouched
+    assert all((run / "final_eval.json").is_file() for run in runs)
+
+
+def test_a_failing_run_is_reported_by_name_and_the_others_finish(suite):
+    out = io.StringIO()
+    assert runner.bench(["tiny_broken"], seeds=1, jobs=1, runs_dir=str(suite), stream=out) == 1
+    assert (suite / "bench" / "tiny_ppo" / "seed_0" / "final_eval.json").is_file()
+    report = out.getvalue().splitlines()[-1]
+    assert report.startswith("zoo bench: broken/seed_0 failed:") and "NoSuchEnv-v9" in report
+
+
+def test_killed_mid_way_and_started_again_it_finishes_without_training_a_finished_run_again(suite, tmp_path):
+    command = [sys.executable, "-c", "import sys; from zoo.bench import runner; from zoo.bench.suites import Entry; "
+               f"runner.configs_dir = lambda: __import__('pathlib').Path({str(tmp_path / 'configs')!r}); "
+               f"runner.SUITES['tiny'] = ({TINY!r},); "
+               f"sys.exit(runner.bench(['tiny'], seeds=4, jobs=1, runs_dir={str(suite)!r}))"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    first = suite / "bench" / "tiny_ppo" / "seed_0" / "final_eval.json"
+    deadline = time.monotonic() + 120
+    while not first.is_file():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    done_before = first.read_bytes()
+    assert not (suite / "bench" / "tiny_ppo" / "seed_3" / "final_eval.json").exists()
+    assert runner.bench(["tiny"], seeds=4, jobs=2, runs_dir=str(suite), stream=io.StringIO()) == 0
+    assert first.read_bytes() == done_before  # seed 0 was neither trained nor evaluated again
+    assert all((suite / "bench" / "tiny_ppo" / f"seed_{seed}" / "final_eval.json").is_file() for seed in range(4))
+
+
+def test_bad_suites_and_a_second_runner_are_one_line(suite):
+    from zoo.errors import ZooError
+
+    with pytest.raises(ZooError, match="unknown benchmark suite 'nope': choose from"):
+        runner.bench(["nope"], runs_dir=str(suite))
+    (suite / "bench").mkdir(parents=True)
+    import fcntl
+
+    with open(suite / "bench" / ".lock", "a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ZooError, match="another zoo bench is running"):
+            runner.bench(["tiny"], runs_dir=str(suite))

@@ -1,0 +1,79 @@
+"""Benchmark suites: lists of (config, overrides) whose runs together answer one question, declared once here.
+
+Every entry trains its config for a fixed budget (``pipeline.stop_return`` off, so that every seed reports its
+score at the same number of env steps), with evaluations during training fewer than the configs' own (cheap
+enough to run often), and ends with a final evaluation of 10 deterministic episodes on seeds disjoint from
+training (the runner's ``final_eval.json``). Suites:
+
+- ``classic``: every algorithm on CartPole-v1, Acrobot-v1 where a config exists, Pendulum-v1 (the configs' own
+  budgets and hyper-parameters).
+- ``mujoco``: PPO on Hopper-v5, HalfCheetah-v5 and Walker2d-v5 at 1M env steps; SAC and SAC-ACE on Hopper-v5 and
+  HalfCheetah-v5 at 200k (the ``ace`` comparison's settings). Needs ``pip install 'zoo-rl[mujoco]'``.
+- ``ace``: SAC-ACE against SAC on Hopper-v5 at 200k env steps, the same settings but ``policy.type``.
+- ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
+  steps (the sac_pendulum config; HL-Gauss support [-1700, 0], the range of Pendulum's discounted returns).
+
+``est_minutes`` is one seed's wall time here (measured, or estimated from the configs' docstrings) for the
+runner's ETA before a run of the entry has finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Cheaper evaluations during training than the configs' own: the final evaluation is the runner's.
+_EVAL = ("pipeline.eval_episodes=5",)
+_FIXED_BUDGET = ("pipeline.stop_return=None",)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One configuration of a suite: ``name`` (its directory under the suite), the config file (relative to the
+    repository's ``configs/``), ``overrides`` (``--set`` strings) and one seed's estimated wall time here."""
+
+    name: str
+    config: str
+    overrides: tuple[str, ...] = ()
+    est_minutes: float = 5.0
+
+
+def _sac_hopper(kind: str, budget: int) -> tuple[str, ...]:
+    # SAC and SAC-ACE differ only in policy.type (sac_ace turns on causal weights and dormancy resets).
+    return (f"policy.type={kind}", f"pipeline.max_env_steps={budget}", "pipeline.eval_every=10", *_EVAL)
+
+
+SUITES: dict[str, tuple[Entry, ...]] = {
+    "classic": (
+        Entry("ppo_cartpole", "ppo_cartpole.py", (*_FIXED_BUDGET, *_EVAL), 0.3),
+        Entry("a2c_cartpole", "a2c_cartpole.py", (*_FIXED_BUDGET, *_EVAL), 0.5),
+        Entry("dppo_cartpole", "dppo_cartpole.py", (*_FIXED_BUDGET, *_EVAL), 1.0),
+        Entry("impala_cartpole", "impala_cartpole.py", (*_FIXED_BUDGET, *_EVAL, "pipeline.eval_every=500"), 1.5),
+        Entry("ppo_acrobot", "ppo_acrobot.py", (*_FIXED_BUDGET, *_EVAL), 0.7),
+        Entry("ppo_pendulum", "ppo_pendulum.py", (*_EVAL, "pipeline.eval_every=20"), 1.5),
+        Entry("a2c_pendulum", "a2c_pendulum.py", _EVAL, 6.0),
+        Entry("dppo_pendulum", "dppo_pendulum.py", (*_EVAL, "pipeline.eval_every=20"), 1.0),
+        Entry("impala_pendulum", "impala_pendulum.py", (*_EVAL, "pipeline.eval_every=1000"), 6.0),
+        Entry("sac_pendulum", "sac_pendulum.py", (*_EVAL, "pipeline.eval_every=5"), 1.5),
+        Entry("sac_ace_pendulum", "sac_ace_pendulum.py", (*_EVAL, "pipeline.eval_every=5"), 2.0),
+    ),
+    "mujoco": (
+        Entry("ppo_hopper", "ppo_hopper.py", (*_EVAL, "pipeline.eval_every=50"), 10.0),
+        Entry("ppo_halfcheetah", "ppo_hopper.py", ("env.id=HalfCheetah-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
+        Entry("ppo_walker2d", "ppo_hopper.py", ("env.id=Walker2d-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
+        Entry("sac_hopper", "sac_ace_hopper.py", _sac_hopper("sac", 200_000), 45.0),
+        Entry("sac_ace_hopper", "sac_ace_hopper.py", _sac_hopper("sac_ace", 200_000), 50.0),
+        Entry("sac_halfcheetah", "sac_ace_hopper.py", ("env.id=HalfCheetah-v5", *_sac_hopper("sac", 200_000)), 45.0),
+        Entry("sac_ace_halfcheetah", "sac_ace_hopper.py",
+              ("env.id=HalfCheetah-v5", *_sac_hopper("sac_ace", 200_000)), 50.0),
+    ),
+    "ace": (
+        Entry("sac_hopper", "sac_ace_hopper.py", _sac_hopper("sac", 200_000), 45.0),
+        Entry("sac_ace_hopper", "sac_ace_hopper.py", _sac_hopper("sac_ace", 200_000), 50.0),
+    ),
+    "hl_gauss": (
+        Entry("sac_mse_pendulum", "sac_pendulum.py", (*_EVAL, "pipeline.eval_every=5"), 1.5),
+        Entry("sac_hl_gauss_pendulum", "sac_pendulum.py",
+              ("policy.critic_loss=hl_gauss", "policy.hl_gauss_min=-1700.0", "policy.hl_gauss_max=0.0", *_EVAL,
+               "pipeline.eval_every=5"), 2.0),
+    ),
+}
