@@ -195,7 +195,8 @@ def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "run
         lock.close()
         raise ZooError(f"another zoo bench is running in '{root}': wait for it, or use another --runs-dir") from None
     try:
-        runs = [Run(entry, seed, root / entry.name / f"seed_{seed}") for entry in entries for seed in range(seeds)]
+        # Seed-major: the entries a suite compares (SAC and SAC-ACE, say) finish their seeds side by side.
+        runs = [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(seeds) for entry in entries]
         runner = Bench(runs, jobs, stream)
         failed = runner.run()
     finally:
