@@ -1,0 +1,1 @@
+"""Benchmark suites, their statistics and their report."""
