@@ -264,8 +264,8 @@ def aggregate_table(results: dict[str, dict[str, Any]], reps: int, seed: int) ->
         lines.append(f"{name[:36]:<36} {summary['seeds']:>5} {steps:>11} "
                      f"{sources[0] if len(sources) == 1 else 'mixed':>5}  " + "  ".join(f"{c:<27}" for c in cells))
     lines += [f"eval: final = {EVAL_SOURCES['final']}, last = {EVAL_SOURCES['last']}",
-              f"95% CIs: stratified bootstrap over seeds ({reps} resamples, seed {seed}); IQM, mean and median over the "
-              "seeds (rliable's definitions for one task, but the median of the runs)",
+              f"95% CIs: stratified bootstrap over seeds ({reps} resamples, seed {seed}); IQM, mean and median over "
+              "the seeds (rliable's definitions for one task, but the median of the runs)",
               "* normalised: (return - random) / (reference - random), zoo.bench.stats.NORMALISATION; optimality gap "
               "(gamma = 1, the reference) only for these"]
     return "\n".join(line.rstrip() for line in lines)
