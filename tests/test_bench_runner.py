@@ -72,6 +72,7 @@ def test_a_failing_run_is_reported_by_name_and_the_others_finish(suite):
     assert report.startswith("zoo bench: broken/seed_0 failed:") and "NoSuchEnv-v9" in report
 
 
+@pytest.mark.slow
 def test_killed_mid_way_and_started_again_it_finishes_without_training_a_finished_run_again(suite, tmp_path):
     command = [sys.executable, "-c", "import sys; from zoo.bench import runner; from zoo.bench.suites import Entry; "
                f"runner.configs_dir = lambda: __import__('pathlib').Path({str(tmp_path / 'configs')!r}); "
@@ -105,3 +106,21 @@ def test_bad_suites_and_a_second_runner_are_one_line(suite):
         fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(ZooError, match="another zoo bench is running"):
             runner.bench(["tiny"], runs_dir=str(suite))
+
+
+def test_the_report_tables_finished_runs_beside_published_figures_and_pending_ones_as_pending(suite, tmp_path):
+    from zoo.bench import report
+
+    assert runner.bench(["tiny"], seeds=2, jobs=2, runs_dir=str(suite), stream=io.StringIO()) == 0
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    path = report.report(["tiny", "tiny_broken"], runs_dir=str(suite), out=str(docs / "benchmarks.md"), seeds=3,
+                         reps=200)
+    text = Path(path).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| tiny_ppo "))
+    assert "| CartPole-v1 | ppo | 2,048 | 2/3 |" in row and "[" in row and "CleanRL" in row
+    finals = [json.loads((suite / "bench" / "tiny_ppo" / f"seed_{s}" / "final_eval.json").read_text()) for s in (0, 1)]
+    means = [sum(f["returns"]) / len(f["returns"]) for f in finals]
+    assert f"{sum(means) / 2:,.1f} +- " in row  # the mean over seeds of each seed's final evaluation
+    assert "| broken |  |  |  | 0/3 | pending |" in text
+    assert (docs / "benchmarks" / "tiny.png").is_file() and "![tiny](benchmarks/tiny.png)" in text

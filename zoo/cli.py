@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     benching.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 of every entry (default 5)")
     benching.add_argument("--jobs", type=int, default=1, help="runs at once (processes)")
     benching.add_argument("--runs-dir", default="runs", help="runs go to RUNS_DIR/bench/<entry>/seed_<k>")
+    benching.add_argument("--report", metavar="FILE.md", default=None,
+                          help="train nothing: write the suites' table from their finished runs (docs/benchmarks.md)")
     benching.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     plotting = commands.add_parser("plot", help="learning curves of runs (seeds as mean and band), or a table")
@@ -100,13 +102,29 @@ def _parser() -> argparse.ArgumentParser:
     plotting.add_argument("--x", default="env_steps", choices=("env_steps", "wall_time"))
     plotting.add_argument("--y", default=None, help="metric (default: eval_return_mean, else episode_return_mean)")
     plotting.add_argument("--out", default=None, help="write the figure (PNG, SVG, PDF); needs the plot extra")
+    plotting.add_argument("--aggregate", action="store_true",
+                          help="per algorithm x env: final eval IQM, mean, median, optimality gap with stratified-"
+                               "bootstrap 95%% CIs over seeds (with --out: intervals, profiles, IQM curves)")
+    plotting.add_argument("--json", metavar="FILE", default=None, help="with --aggregate: also write the numbers")
+    plotting.add_argument("--reps", type=int, default=2000, help="with --aggregate: bootstrap resamples")
     plotting.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from .plot import plot
+    from .plot import aggregate_runs, plot
 
+    if args.aggregate:
+        if not 100 <= args.reps <= 1_000_000:
+            raise ZooError(f"--reps must be between 100 and 1000000, got {args.reps}")
+        print(aggregate_runs(list(args.runs), args.json, args.out, reps=args.reps))
+        if args.json:
+            print(f"wrote {args.json}")
+        if args.out:
+            print(f"wrote {args.out}")
+        return 0
+    if args.json:
+        raise ZooError("--json goes with --aggregate: zoo plot RUNS --aggregate --json FILE")
     print(plot(list(args.runs), args.x, args.y, args.out))
     if args.out:
         print(f"wrote {args.out}")
@@ -277,6 +295,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "plot":
             return _plot(args)
         if args.command == "bench":
+            if args.report is not None:
+                from .bench.report import report
+
+                print(f"wrote {report(list(args.suites), args.runs_dir, args.report, args.seeds)}")
+                return 0
             from .bench.runner import bench
 
             return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir)
