@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="train nothing: write the suites' table from their finished runs (docs/benchmarks.md)")
     benching.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
+    from .tune import add_parser as add_tune_parser  # light: optuna is imported only when a study runs
+
+    add_tune_parser(commands)
+
     plotting = commands.add_parser("plot", help="learning curves of runs (seeds as mean and band), or a table")
     plotting.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB", help="run directories, folders of them, globs")
     plotting.add_argument("--x", default="env_steps", choices=("env_steps", "wall_time"))
@@ -294,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list()
         if args.command == "plot":
             return _plot(args)
+        if args.command == "tune":
+            from .tune import main as tune_main
+
+            return tune_main(args)
         if args.command == "bench":
             if args.report is not None:
                 from .bench.report import report

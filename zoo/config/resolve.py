@@ -57,6 +57,7 @@ BASE_FIELDS: dict[str, Any] = {
     "logger.tensorboard": Field(False, "also write every metrics row as TensorBoard scalars (the tensorboard "
                                 "extra)"),
     "logger.progress": Field(True, "the progress line on stderr (zoo run -q turns it off)"),
+    "tune": Field({}, "zoo tune's search space and objective (an open mapping, like env.kwargs); ignored by zoo run"),
 }
 _BASE = derived({key: f for key, f in BASE_FIELDS.items() if isinstance(f, Field)})
 BASE_CONFIG: dict[str, Any] = plain_defaults(BASE_FIELDS)

@@ -1,0 +1,160 @@
+"""What a study found: the trials table (``--show``), the best trial's config (``--best-config``) and a figure of
+the optimisation history and the parameters' importances (``--out``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ..config import dump_config, to_plain
+from ..config.resolve import resolve_config
+from ..errors import ConfigError, ZooError, first_line
+from .space import TuneSettings, parse_settings
+from .study import BASE_CONFIG_ATTR, optuna_module
+from .trials import ERROR_ATTR, RUN_DIR_ATTR
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def study_settings(study: Any) -> tuple[dict[str, Any], TuneSettings]:
+    """The base config a study was created from and its parsed ``tune`` section; one line for a study that zoo
+    tune did not create."""
+    base = study.user_attrs.get(BASE_CONFIG_ATTR)
+    if not isinstance(base, dict):
+        raise ZooError(f"study '{study.study_name}' was not created by zoo tune (it records no base config)")
+    return base, parse_settings(base.get("tune"), base["policy"]["type"])
+
+
+def _params(trial: Any, settings: TuneSettings) -> str:
+    values = settings.config_values(trial.params)
+    return " ".join(f"{key}={_number(value) if not isinstance(value, list) else value}"
+                    for key, value in values.items()) or "-"
+
+
+def best_trial(study: Any) -> Any | None:
+    """The best completed trial, or None while there is none."""
+    state = optuna_module().trial.TrialState
+    if not study.get_trials(deepcopy=False, states=(state.COMPLETE,)):
+        return None
+    return study.best_trial
+
+
+def table(study: Any) -> str:
+    """Every trial (number, state, value, parameters, run directory) and the best parameters."""
+    _, settings = study_settings(study)
+    trials = study.get_trials(deepcopy=False)
+    lines = [f"study {study.study_name}: {settings.direction} {settings.metric} ({settings.objective} per run"
+             f"{f', mean of {settings.seeds} seeds' if settings.seeds > 1 else ''})",
+             f"{'trial':>5} {'state':>8} {'value':>10}  params  run_dir"]
+    for trial in trials:
+        where = trial.user_attrs.get(RUN_DIR_ATTR, "-")
+        error = trial.user_attrs.get(ERROR_ATTR)
+        value = "-" if trial.value is None else _number(trial.value)
+        lines.append(f"{trial.number:>5} {trial.state.name:>8} {value:>10}  {_params(trial, settings)}  {where}"
+                     f"{f'  ({error})' if error else ''}")
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
+    lines.append(", ".join(f"{count} {name}" for name, count in counts.items()) or "no trials yet")
+    best = best_trial(study)
+    if best is None:
+        lines.append("best: none yet (no completed trial)")
+    else:
+        lines.append(f"best: trial {best.number} {settings.metric} {_number(best.value)}: {_params(best, settings)}")
+    return "\n".join(lines)
+
+
+def write_best_config(study: Any, path: str | Path) -> Path:
+    """Write the study's base config with the best trial's parameters applied (YAML, or JSON for ``.json``), as
+    ``zoo run --config PATH`` runs it; the run is named ``<study>_best``."""
+    path = Path(path)
+    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise ConfigError(f"--best-config '{path}': write a .yaml (or .json) file, which zoo run --config reads")
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot write '{path}': the folder '{path.parent}' does not exist")
+    base, settings = study_settings(study)
+    best = best_trial(study)
+    if best is None:
+        raise ZooError(f"study '{study.study_name}' has no completed trial yet: run zoo tune first")
+    overrides = [*settings.config_values(best.params).items(), ("exp_name", f"{study.study_name}_best")]
+    try:
+        # Resolved here, as zoo run will resolve it: what is written runs as it is.
+        cfg = resolve_config(base, overrides)
+    except ZooError as exc:
+        raise ZooError(f"the best config of study '{study.study_name}' does not resolve on this machine: "
+                       f"{first_line(exc, 200)}") from None
+    if path.suffix.lower() == ".json":
+        path.write_text(json.dumps(to_plain(cfg), indent=1) + "\n")
+    else:
+        dump_config(cfg, path)
+    return path
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ZooError("zoo tune --out needs matplotlib: pip install 'zoo-rl[tune]'") from None
+    return plt
+
+
+def _importances(study: Any) -> tuple[dict[str, float], str]:
+    """The parameters' importances (fANOVA when scikit-learn is installed, else PED-ANOVA, which needs nothing
+    more) and the evaluator's name; empty with the reason when the study has too few trials."""
+    importance = optuna_module().importance
+    try:
+        import sklearn  # noqa: F401
+
+        evaluator, name = importance.FanovaImportanceEvaluator(seed=0), "fANOVA"
+    except ImportError:
+        evaluator, name = importance.PedAnovaImportanceEvaluator(), "PED-ANOVA"
+    try:
+        return importance.get_param_importances(study, evaluator=evaluator), name
+    except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+        return {}, first_line(exc, 80)
+
+
+def plot(study: Any, out: str | Path) -> Path:
+    """Draw the optimisation history (each completed trial's value and the best so far) and the parameters'
+    importances into ``out`` (PNG, SVG or PDF by its suffix)."""
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise ConfigError(f"cannot write '{out}': the folder '{out.parent}' does not exist")
+    _, settings = study_settings(study)
+    state = optuna_module().trial.TrialState
+    done = [t for t in study.get_trials(deepcopy=False, states=(state.COMPLETE,)) if t.value is not None]
+    plt = _pyplot()
+    figure, (history, bars) = plt.subplots(1, 2, figsize=(12, 4.5))
+    numbers, values = [t.number for t in done], [t.value for t in done]
+    history.scatter(numbers, values, s=18, label="trial")
+    best, running = [], None
+    for value in values:
+        better = running is None or (value > running if settings.direction == "maximize" else value < running)
+        running = value if better else running
+        best.append(running)
+    history.step(numbers, best, where="post", color="C3", label="best so far")
+    history.set(xlabel="trial", ylabel=settings.metric, title=f"{study.study_name}: optimisation history")
+    history.legend()
+    importances, evaluator = _importances(study) if len(done) >= 2 else ({}, "needs two completed trials")
+    if importances:
+        names = list(importances)[::-1]
+        bars.barh(names, [importances[name] for name in names])
+        bars.set(xlabel=f"importance ({evaluator})", title="parameter importances")
+    else:
+        bars.text(0.5, 0.5, f"no importances: {evaluator}", ha="center", va="center", transform=bars.transAxes)
+        bars.set_axis_off()
+    figure.tight_layout()
+    temporary = out.with_name(f".{out.name}.tmp{out.suffix}")  # a reader never sees half a figure
+    figure.savefig(temporary)
+    plt.close(figure)
+    temporary.replace(out)
+    return out

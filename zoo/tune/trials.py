@@ -1,0 +1,330 @@
+"""Running a study's trials: each one an ordinary run directory, trained by a ``zoo run`` child process, ``jobs``
+at a time; started again after a kill, the study goes on where it stopped.
+
+Layout: ``<runs_dir>/<study>/trial_<k>/`` (with several seeds ``trial_<k>/seed_<s>/``, the seeds one after another,
+the objective their mean), beside ``base_config.yaml`` (the config every trial starts from) and ``.locks/``.
+
+Which trial is whose. Optuna leaves a trial RUNNING forever when the process that asked for it dies, so each trial
+records its run directory and host (user attributes ``zoo_run_dir``, ``zoo_host``), and the ``zoo tune`` process
+that runs it holds an flock on ``.locks/trial_<k>.lock`` for as long as it does (the OS releases it when the process
+dies, however it dies). A RUNNING trial whose run directory belongs here (this host, or a run directory this
+machine sees) and whose lock no process holds is this study's own stale trial: it is adopted and continued with the
+same parameters, each seed's run directory as far as it got: ``model.pt`` there: finished (its metrics give the
+objective); ``config.yaml`` there: ``zoo run --resume`` (from its checkpoint, never from the start); a directory
+killed before its config: trained afresh. A trial the pruner pruned records it first (``zoo_pruned_at``), so a kill
+between the prune and the ``tell`` still ends it pruned. A RUNNING trial without a run directory (killed between
+Optuna's ask and the first attribute, a few milliseconds) never trained: after a minute it is marked failed.
+
+New trials are asked for only while completed + pruned + running trials (of every process of the study) are fewer
+than ``--trials``, so the study ends with exactly that many completed-or-pruned trials. A trial whose run fails is
+a failed trial and another takes its place; three failures in a row stop the command (the config is probably
+wrong). A stop signal (Ctrl-C, SIGTERM, SIGHUP) goes to the trials' runs, which save; their trials stay RUNNING
+and the same command continues them. The children die with this process (SIGTERM, so they save) if it is killed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import ZooError
+from ..lifetime import die_with_parent, exit_cause
+from ..run.metrics_files import METRICS_JSONL, read_rows
+from ..run.run_dir import CONFIG_FILE, LOCK_FILE, MODEL_FILE
+from .space import TuneSettings
+from .study import optuna_module
+from .trial_callbacks import ENV_REPORT, ENV_STORAGE, ENV_STUDY, ENV_TRIAL, PRUNED_ATTR
+
+RUN_DIR_ATTR = "zoo_run_dir"
+HOST_ATTR = "zoo_host"
+ERROR_ATTR = "zoo_error"
+BASE_CONFIG_FILE = "base_config.yaml"
+LOCKS = ".locks"
+ORPHAN_AFTER_S = 60.0
+FAILURES_IN_A_ROW = 3
+# How long an adopted trial waits for the run directory's previous owner (a child of a killed zoo tune, saving on
+# its SIGTERM) to let go of it.
+RELEASE_WAIT_S = 60.0
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def objective(run_path: Path, settings: TuneSettings) -> float | None:
+    """The objective of one finished run: the best or the last value of ``tune.metric`` in its metrics rows (None
+    when no row has one)."""
+    values = [row[settings.metric] for row in read_rows(run_path / METRICS_JSONL)
+              if row.get(settings.metric) is not None]
+    if not values:
+        return None
+    if settings.objective == "final":
+        return float(values[-1])
+    return float(max(values) if settings.direction == "maximize" else min(values))
+
+
+def _lock_held(path: Path) -> bool:
+    """Whether a process holds the flock on ``path`` (an existing lock file); probing takes and drops it."""
+    try:
+        with open(path, "a") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
+def _summary_line(output: str) -> dict[str, str]:
+    line = next((text for text in reversed(output.splitlines()) if text.startswith("run_dir=")), None)
+    return dict(part.split("=", 1) for part in line.split() if "=" in part) if line else {}
+
+
+def _error_line(output: str, code: int) -> str:
+    lines = [line for line in output.splitlines() if line.startswith(("zoo: error: ", "zoo: internal error: "))]
+    return lines[-1].split("error: ", 1)[1] if lines else f"zoo run {exit_cause(code)}"
+
+
+@dataclass
+class Job:
+    """One trial this process runs: its parameters (config values), folder, lock and the seeds' results so far."""
+
+    number: int
+    values: dict[str, Any]
+    folder: Path
+    lock: IO[str]
+    seeds: list[int]
+    results: list[float] = field(default_factory=list)
+    process: subprocess.Popen | None = None
+    output: IO[str] | None = None
+
+    def run_path(self, index: int) -> Path:
+        """The run directory of the ``index``-th seed."""
+        return self.folder if len(self.seeds) == 1 else self.folder / f"seed_{self.seeds[index]}"
+
+
+class Tuner:
+    """Runs ``study``'s trials until ``trials`` are completed or pruned (see the module docstring); ``run()``
+    returns the exit code."""
+
+    def __init__(self, study: Any, storage: Any, url: str, settings: TuneSettings, study_dir: Path,
+                 trials: int, jobs: int, seeds: list[int], say: Callable[[str], None] | None = None) -> None:
+        self.study, self.storage, self.url, self.settings = study, storage, url, settings
+        self.study_dir, self.trials, self.jobs, self.seeds = study_dir.resolve(), trials, jobs, seeds
+        self.say = say or (lambda text: print(f"zoo tune: {text}", file=sys.stderr, flush=True))
+        self.host = socket.gethostname()
+        self.active: dict[int, Job] = {}
+        self.signal: int | None = None
+        self.failures_in_a_row = 0
+        self.last_error: str | None = None
+        self.skipped: set[int] = set()  # stale trials whose run directory another process holds
+        self.state = optuna_module().trial.TrialState
+
+    # -- trials: which to run next -------------------------------------------------------------------------
+    def _lock(self, number: int) -> IO[str] | None:
+        folder = self.study_dir / LOCKS
+        folder.mkdir(exist_ok=True)
+        handle = open(folder / f"trial_{number}.lock", "a+")  # noqa: SIM115 - held while the trial runs here
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return handle
+
+    def _own(self, attrs: dict[str, Any]) -> bool:
+        path = Path(attrs[RUN_DIR_ATTR])
+        return path.parent == self.study_dir and (attrs.get(HOST_ATTR) == self.host or path.exists())
+
+    def _counts(self, trials: list[Any]) -> tuple[int, int]:
+        done = sum(t.state in (self.state.COMPLETE, self.state.PRUNED) for t in trials)
+        return done, sum(t.state == self.state.RUNNING for t in trials)
+
+    def _next(self) -> Job | None:
+        trials = self.study.get_trials(deepcopy=False)
+        now = datetime.datetime.now()
+        for trial in trials:
+            if trial.state != self.state.RUNNING or trial.number in self.active or trial.number in self.skipped:
+                continue
+            if RUN_DIR_ATTR not in trial.user_attrs:
+                started = trial.datetime_start or now
+                if (now - started).total_seconds() > ORPHAN_AFTER_S:  # it never got as far as training
+                    self.study.tell(trial.number, state=self.state.FAIL, skip_if_finished=True)
+                continue
+            if self._own(trial.user_attrs) and (lock := self._lock(trial.number)) is not None:
+                self.say(f"trial {trial.number} was left running by a stopped zoo tune: continuing it")
+                return Job(trial.number, self.settings.config_values(trial.params),
+                           Path(trial.user_attrs[RUN_DIR_ATTR]), lock, list(self.seeds))
+        done, running = self._counts(trials)
+        if done + running >= self.trials:
+            return None
+        trial = self.study.ask()
+        values = {p.key: p.config_value(p.suggest(trial)) for p in self.settings.parameters}
+        lock = self._lock(trial.number)
+        if lock is None:
+            raise RuntimeError(f"the lock of the new trial {trial.number} is held")  # no other trial has its number
+        folder = self.study_dir / f"trial_{trial.number}"
+        if folder.exists():  # not this study's: a study of the same name in another storage, or a deleted one
+            self.study.tell(trial.number, state=self.state.FAIL)
+            lock.close()
+            raise ZooError(f"'{folder}' exists but belongs to no trial of study '{self.study.study_name}' in this "
+                           f"storage (another --storage, or a study deleted since): use another --study name or "
+                           f"runs_dir, or move {self.study_dir} away")
+        trial.set_user_attr(RUN_DIR_ATTR, str(folder))
+        trial.set_user_attr(HOST_ATTR, self.host)
+        return Job(trial.number, values, folder, lock, list(self.seeds))
+
+    # -- one trial: its seeds, one child process each ------------------------------------------------------
+    def _command(self, job: Job, index: int) -> list[str]:
+        path = job.run_path(index)
+        if (path / CONFIG_FILE).is_file():
+            return [sys.executable, "-m", "zoo", "run", "--resume", str(path), "-q"]
+        if path.exists():
+            shutil.rmtree(path)  # killed before it wrote its config: it trained nothing
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sets = {"runs_dir": str(path.parent), "exp_name": path.name, "seed": job.seeds[index], **job.values}
+        command = [sys.executable, "-m", "zoo", "run", "--config", str(self.study_dir / BASE_CONFIG_FILE), "-q"]
+        for key, value in sets.items():
+            command += ["--set", f"{key}={json.dumps(value)}"]  # JSON: a string choice stays a string
+        return command
+
+    def _wait_for_release(self, path: Path) -> bool:
+        deadline = time.monotonic() + RELEASE_WAIT_S
+        while _lock_held(path / LOCK_FILE):
+            if time.monotonic() > deadline or self.signal is not None:
+                return False
+            time.sleep(0.2)
+        return True
+
+    def _advance(self, job: Job) -> None:
+        """Start the job's next seed, or end the trial when every seed is done (or it was pruned)."""
+        while len(job.results) < len(job.seeds):
+            index = len(job.results)
+            path = job.run_path(index)
+            if PRUNED_ATTR in self.storage.get_trial(self._trial_id(job)).user_attrs:
+                return self._finish(job, self.state.PRUNED)
+            if (path / MODEL_FILE).is_file():
+                value = objective(path, self.settings)
+                if value is None:
+                    return self._finish(job, self.state.FAIL, f"no metrics row of {path} has {self.settings.metric}")
+                job.results.append(value)
+                continue
+            if self.signal is not None:
+                return self._release(job)  # stopping: the next zoo tune starts this seed
+            if not self._wait_for_release(path):
+                if self.signal is None:
+                    self.say(f"trial {job.number}: another process holds {path}: leaving the trial for later")
+                    self.skipped.add(job.number)
+                return self._release(job)
+            job.output = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read when the child ends; never fills up
+            env = {**os.environ, ENV_STORAGE: self.url, ENV_STUDY: self.study.study_name,
+                   ENV_TRIAL: str(job.number), ENV_REPORT: "1" if index == 0 else "0"}
+            env.setdefault("OPENBLAS_NUM_THREADS", "1")
+            # Its own session: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
+            job.process = subprocess.Popen(self._command(job, index), stdout=job.output, stderr=subprocess.STDOUT,
+                                           text=True, env=env, start_new_session=True, preexec_fn=die_with_parent)
+            self.active[job.number] = job
+            return None
+        mean = sum(job.results) / len(job.results)
+        return self._finish(job, self.state.COMPLETE, value=mean)
+
+    def _trial_id(self, job: Job) -> int:
+        study_id = self.storage.get_study_id_from_name(self.study.study_name)
+        return self.storage.get_trial_id_from_study_id_trial_number(study_id, job.number)
+
+    def _finish(self, job: Job, state: Any, error: str | None = None, value: float | None = None) -> None:
+        if error is not None:
+            self.storage.set_trial_user_attr(self._trial_id(job), ERROR_ATTR, error)
+        frozen = self.study.tell(job.number, values=value, state=state, skip_if_finished=True)
+        self._release(job)
+        if state == self.state.FAIL:
+            self.failures_in_a_row += 1
+            self.last_error = error
+            self.say(f"trial {job.number} failed: {error}")
+        else:
+            self.failures_in_a_row = 0
+            done, running = self._counts(self.study.get_trials(deepcopy=False))
+            shown = "-" if frozen.value is None else f"{frozen.value:.4g}"
+            self.say(f"trial {job.number} {state.name.lower()}: {self.settings.metric} {shown} "
+                     f"({done}/{self.trials} done, {running} running)")
+
+    def _release(self, job: Job) -> None:
+        self.active.pop(job.number, None)
+        job.lock.close()  # the flock goes with the descriptor
+
+    def _collect(self) -> None:
+        for job in list(self.active.values()):
+            if job.process is None or job.process.poll() is None:
+                continue
+            code = job.process.returncode
+            job.output.seek(0)
+            output = job.output.read()
+            job.output.close()
+            job.process = job.output = None
+            summary = _summary_line(output)
+            if summary.get("reason") == "interrupted" or (self.signal is not None and code != 0):
+                self._release(job)  # saved (or stopped at once): it stays RUNNING for the next zoo tune
+            elif code == 0:
+                self._advance(job)
+            else:
+                self._finish(job, self.state.FAIL, _error_line(output, code))
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        again = self.signal is not None
+        self.signal = self.signal or signum
+        for job in self.active.values():
+            if job.process is not None and job.process.poll() is None:
+                # First signal: every run saves after its iteration; a second Ctrl-C stops them at once.
+                job.process.send_signal(signal.SIGINT if again and signum == signal.SIGINT else signal.SIGTERM)
+
+    def run(self) -> int:
+        """Run trials until the study has ``trials`` completed or pruned ones; the exit code (0, 1 after
+        ``FAILURES_IN_A_ROW`` failures in a row, 128 + N after signal N)."""
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in _SIGNALS}
+        idle_since = 0.0
+        try:
+            while True:
+                self._collect()
+                stopping = self.signal is not None or self.failures_in_a_row >= FAILURES_IN_A_ROW
+                started = False
+                # Asking the storage costs a query: when no trial could start, ask again every 2 s, not every tick.
+                if not stopping and len(self.active) < self.jobs and time.monotonic() - idle_since > 2.0:
+                    while len(self.active) < self.jobs and (job := self._next()) is not None:
+                        self._advance(job)
+                        started = True
+                    idle_since = 0.0 if started else time.monotonic()
+                if not self.active and not started and (stopping or idle_since):
+                    break
+                time.sleep(0.1)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            for job in list(self.active.values()):
+                if job.process is not None and job.process.poll() is None:
+                    job.process.terminate()
+                    job.process.wait()
+                self._release(job)
+        if self.signal is not None:
+            self.say(f"stopped by {signal.Signals(self.signal).name}: the trials' runs saved; run the same command "
+                     f"again to continue")
+            return 128 + int(self.signal)
+        if self.failures_in_a_row >= FAILURES_IN_A_ROW:
+            self.say(f"{FAILURES_IN_A_ROW} trials in a row failed (the last: {self.last_error}): fix the config or "
+                     f"the search space, then run the same command again")
+            return 1
+        return 0
