@@ -433,7 +433,8 @@ def _reads_without_import(foreign: dict[str, Path], *args: str) -> subprocess.Co
     ["eval", "{run}", "--episodes", "1", "--video", "{root}/videos", "--video-format", "gif"],
     ["plot", "{run}"],
     ["-c", "import zoo; zoo.load('{run}').predict([0.0, 0.0, 0.0, 0.0])"],
-], ids=["eval", "eval-best", "eval-video", "plot", "load"])
+    ["export", "{run}", "--format", "torchscript", "--out", "{root}/policy.pt", "--check", "16"],
+], ids=["eval", "eval-best", "eval-video", "plot", "load", "export"])
 @pytest.mark.slow
 def test_reading_a_foreign_run_imports_nothing_it_names(foreign, command):
     args = [part.format(run=foreign["imports"], root=foreign["root"]) for part in command]
@@ -452,6 +453,10 @@ def test_reading_a_foreign_run_imports_nothing_it_names(foreign, command):
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["policy", "env"])
 def test_a_run_that_needs_its_code_is_refused_in_one_line_unless_trusted(foreign, which):
+    exported = _reads_without_import(foreign, "export", str(foreign[which]), "--format", "torchscript", "--out",
+                                     str(foreign["root"] / f"refused_{which}.pt"))
+    assert exported.returncode == 2 and "--trust-imports" in exported.stderr, exported.stderr
+    assert not (foreign["root"] / f"refused_{which}.pt").exists()
     done = _reads_without_import(foreign, "eval", str(foreign[which]), "--episodes", "1")
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert "--trust-imports" in done.stderr and ("zoo_evil_module" in done.stderr or "zoo_evil_env" in done.stderr)

@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     from .tune import add_parser as add_tune_parser  # light: optuna is imported only when a study runs
 
     add_tune_parser(commands)
+    from .export import add_parser as add_export_parser  # light: onnx is imported only when a file is written
+
+    add_export_parser(commands)
 
     plotting = commands.add_parser("plot", help="learning curves of runs (seeds as mean and band), or a table")
     plotting.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB", help="run directories, folders of them, globs")
@@ -302,6 +305,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .tune import main as tune_main
 
             return tune_main(args)
+        if args.command == "export":
+            from .export import main as export_main
+
+            return export_main(args)
         if args.command == "bench":
             if args.report is not None:
                 from .bench.report import report

@@ -302,13 +302,29 @@ class ActorCriticPolicy(Policy):
         mu, sigma = packed.chunk(2, dim=-1)
         return {"mu": mu, "sigma": sigma}
 
-    @torch.no_grad()
-    def evaluate(self, obs: torch.Tensor) -> np.ndarray:
-        output = self.model.policy_output(obs)
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The mode's env actions as a tensor (what ``evaluate`` returns; traceable, for ``zoo export``)."""
+        return self._mode_to_env(self.model.policy_output(obs))
+
+    def _mode_to_env(self, output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
+        """The env actions of the mode of a policy output, in torch: ``_to_env`` of the argmax or the mean."""
+        if not self.discrete:
+            low, high = self._low.to(output["mu"].device), self._high.to(output["mu"].device)
+            return torch.minimum(torch.maximum(output["mu"], low), high)
         if self.nvec is not None:
             output = multi_categorical_logits(output, self.nvec)
-        raw = output.argmax(-1) if self.discrete else output["mu"]
-        return self._env_action(raw)
+        action = output.argmax(-1)
+        if self.nvec is not None:
+            if len(self._action_shape) != 1:  # (..., K) components -> the space's shape (sizes traced, not fixed)
+                action = action.unflatten(-1, tuple(self._action_shape))
+            action = action.to(torch.from_numpy(np.zeros(0, self._action_dtype)).dtype)
+        if self._action_start is not None:
+            action = action + torch.as_tensor(self._action_start, device=action.device)
+        return action
+
+    @torch.no_grad()
+    def evaluate(self, obs: torch.Tensor) -> np.ndarray:
+        return self.deterministic_action(obs).cpu().numpy()
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:

@@ -33,11 +33,21 @@ writes files (the pipeline does). What a pipeline calls, in order:
    ``ctx.min`` or ``ctx.any``; statistics over every learner's samples (normalised advantages) come from
    ``ctx.sum``. Serially these are no-ops, so a policy that runs only serially need not call them. On
    ``parallel_sync`` (DPPO) they are collectives, and every learner must call them in the same order.
-6. ``evaluate(obs) -> actions``: deterministic actions for evaluation, ``zoo eval`` and ``zoo.load``.
+6. ``evaluate(obs) -> actions``: deterministic actions for evaluation, ``zoo eval`` and ``zoo.load``. A policy
+   that writes ``deterministic_action(obs) -> Tensor`` (the same actions as a tensor, in torch operations only)
+   gets ``evaluate`` from it and can be exported (``zoo export``: ``export_module``); see below.
 7. ``state_dict()``/``load_state_dict()``: everything needed to resume exactly (networks, optimiser, and any
    counters the policy keeps). checkpoint.pt, model.pt and best_model.pt hold ``state_dict()``; ``zoo eval`` and
    ``zoo.load`` load it into an ``acting_only`` policy, which must accept (and may ignore) the optimiser's part.
    ``actor_state_dict()``/``load_actor_state_dict()``: only what acting needs, for publishing weights to actors.
+
+Export (``zoo export``, ONNX and TorchScript): ``export_module()`` returns an ``nn.Module`` mapping a float32
+batch ``(N, *observation_space.shape)`` of the policy's inputs (after zoo's flattening and observation
+normalisation, which the exporter adds in front) to the env actions ``(N, *action_space.shape)`` that ``evaluate``
+returns: Discrete/MultiDiscrete ``start`` offsets added, Box actions clipped or squashed into their bounds. The
+default wraps ``deterministic_action`` when the class defines it (``ActingGraph``), else returns None and the
+policy is refused in one line. What the module runs must trace (``torch.jit.trace``, ``torch.onnx.export``): torch
+operations on tensors only, no numpy, no branches on tensor values.
 
 Class attributes declare the config and the pipelines: ``fields`` (each key of the ``policy`` section once, as a
 ``zoo.config.schema.Field``: default, meaning, type, range or choices, frozen on resume), from which
@@ -218,8 +228,23 @@ class Policy:
         return CollectActor(self, steps, num_envs)
 
     def evaluate(self, obs: torch.Tensor) -> np.ndarray:
-        """Deterministic actions for a batch of observations (no gradient)."""
-        raise NotImplementedError
+        """Deterministic actions for a batch of observations (no gradient), as numpy; the default converts
+        ``deterministic_action``."""
+        with torch.no_grad():
+            return self.deterministic_action(obs).cpu().numpy()
+
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The env actions ``evaluate`` returns, as a tensor computed by torch operations only (traceable), for a
+        float32 batch ``(N, *observation_space.shape)``. Optional: a policy that defines it can be exported."""
+        raise NotImplementedError(f"{type(self).__name__} does not define deterministic_action")
+
+    def export_module(self) -> torch.nn.Module | None:
+        """A traceable module from a float32 observation batch to env actions (see the module docstring), or None
+        when this policy cannot be exported. Default: ``ActingGraph(self)`` where the class defines
+        ``deterministic_action``."""
+        if type(self).deterministic_action is Policy.deterministic_action:
+            return None
+        return ActingGraph(self)
 
     def process_rollout(self, rollout: Rollout) -> Rollout:
         """On-policy sample processing before ``learn`` (e.g. advantages); default: the rollout unchanged."""
@@ -244,3 +269,19 @@ class Policy:
     def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load what ``actor_state_dict`` returned."""
         self.load_state_dict(state)
+
+
+class ActingGraph(torch.nn.Module):
+    """``policy.deterministic_action`` as a module: it holds the policy's networks (every ``nn.Module`` attribute
+    of the policy, or ``networks``: those acting uses), so that tracing records their weights as parameters."""
+
+    def __init__(self, policy: Policy, networks: dict[str, torch.nn.Module] | None = None) -> None:
+        super().__init__()
+        if networks is None:
+            networks = {name: value for name, value in vars(policy).items() if isinstance(value, torch.nn.Module)}
+        self.networks = torch.nn.ModuleDict(networks)
+        self._act = policy.deterministic_action
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self._act(obs)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
 from ..config.schema import Field
@@ -71,10 +70,9 @@ class ImpalaPolicy(ActorCriticPolicy):
             packed = torch.cat([output["mu"], output["sigma"]], -1)
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
 
-    @torch.no_grad()
-    def evaluate(self, obs: torch.Tensor) -> np.ndarray:
-        output = self._bounded(self.model.policy_output(obs))
-        return self._env_action(output.argmax(-1) if self.discrete else output["mu"])
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The mode's env actions as a tensor, the mean bounded as in ``collect`` (traceable, for ``zoo export``)."""
+        return self._mode_to_env(self._bounded(self.model.policy_output(obs)))
 
     def process_rollout(self, rollout: Rollout) -> Rollout:
         """Unrolls need no processing before ``learn`` (V-trace runs inside it)."""

@@ -33,7 +33,7 @@ from ..errors import ConfigError, NonFiniteError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .ace import CausalWeightSchedule, gradient_dormant_fraction, perturb_, reset_factor
-from .base import CollectOutput, LearnContext, Policy
+from .base import ActingGraph, CollectOutput, LearnContext, Policy
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import EnsembleQ, SquashedGaussianActor
 
@@ -191,10 +191,14 @@ class SACPolicy(Policy):
         mu, log_std = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
         return CollectOutput(self._to_env(torch.tanh(mu + log_std.exp() * torch.randn_like(mu))))
 
-    @torch.no_grad()
-    def evaluate(self, obs: torch.Tensor) -> np.ndarray:
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """``tanh`` of the mean, scaled into the action bounds (what ``evaluate`` returns; traceable)."""
         mu, _ = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
-        return self._to_env(torch.tanh(mu))
+        return self._center + self._half * torch.tanh(mu)
+
+    def export_module(self) -> torch.nn.Module:
+        """The actor alone (the critics do not act)."""
+        return ActingGraph(self, {"actor": self.actor})
 
     # -- learning -----------------------------------------------------------------------------------------
     def q_values(self, obs: torch.Tensor, action: torch.Tensor, target: bool = False,

@@ -62,6 +62,11 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     _atomic_write(path, lambda stream: stream.write(buffer.getbuffer()))
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a reader sees the old file or the new one)."""
+    _atomic_write(path, lambda stream: stream.write(data))
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     _atomic_write(path, lambda stream: stream.write(text.encode("utf-8")))

@@ -1,0 +1,172 @@
+"""``zoo export RUN --format onnx|torchscript``: a run's deterministic policy as one file, checked against zoo.load.
+
+The file is built in memory, checked (``--check N``: N observations from the run's env, the exported actions
+against ``zoo.load(RUN).predict``: integer actions identical, continuous within ``CHECK_TOLERANCE``, for the whole
+batch and for one observation alone), and only then written, atomically: a failed check or a refused write leaves
+no file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from .. import __version__
+from ..agent import Agent
+from ..envs import EnvSpec, NormalizeObservation
+from ..errors import ConfigError, ZooError, first_line
+from ..run import load_run
+from ..run.state_files import atomic_write_bytes
+from . import CHECK_TOLERANCE, DEFAULT_CHECK, FORMATS, SUFFIXES
+from .formats import OPSET, ExportedRunner, graph_bytes
+from .graph import ExportGraph, FrozenNormalization, GraphInput, ObservationInputs, graph_arrays, graph_inputs
+
+
+class ExportCheckError(ZooError):
+    """The exported file's actions differ from ``zoo.load(...).predict``'s (nothing was written)."""
+
+
+@dataclass
+class ExportResult:
+    """What ``export_run`` wrote and measured: the file, its inputs, and the check (observations compared, the
+    largest absolute difference of the actions; ``checked`` 0 when skipped)."""
+
+    path: Path
+    fmt: str
+    inputs: list[GraphInput]
+    action_dtype: str
+    checked: int
+    max_difference: float
+
+
+def sample_observations(spec: EnvSpec, count: int, seed: int) -> list[Any]:
+    """``count`` observations (as the env gives them) from episodes of random actions, reset with seeds from
+    ``seed`` on (evaluation and training use other seeds)."""
+    env = spec.make()
+    try:
+        flattened = _native(env)
+        env.action_space.seed(seed)
+        observations: list[Any] = []
+        obs, _ = env.reset(seed=seed)
+        episode = 0
+        while len(observations) < count:
+            observations.append(obs)
+            obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                episode += 1
+                obs, _ = env.reset(seed=seed + episode)
+        return [gym.spaces.unflatten(flattened, o) for o in observations] if flattened else observations
+    finally:
+        env.close()
+
+
+def _native(env: gym.Env) -> gym.Space | None:
+    # The env's own space where zoo's FlattenObservation sits under the time limit.
+    inner = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, gym.wrappers.FlattenObservation):
+            return inner.env.observation_space
+        inner = inner.env
+    return None
+
+
+def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, which: str = "last",
+               check: int = DEFAULT_CHECK, trust_imports: bool = False, seed: int = 1_000_003) -> ExportResult:
+    """Export a run directory's deterministic policy (see the module docstring); raises ZooError on bad input or a
+    failed check. ``out`` defaults to ``RUN/export/policy.onnx`` (``.pt`` for TorchScript)."""
+    if fmt not in FORMATS:
+        raise ZooError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if check < 0:
+        raise ZooError(f"--check must be 0 (no check) or a number of observations, got {check}")
+    run_path = Path(run_dir)
+    target = Path(out) if out is not None else run_path / "export" / f"policy{SUFFIXES[fmt]}"
+    if target.is_dir():
+        raise ZooError(f"--out '{target}' is a directory: name a file, e.g. {target / ('policy' + SUFFIXES[fmt])}")
+    cfg, policy, obs_state = load_run(run_path, "cpu", which, trust_imports)
+    acting = policy.export_module()
+    if acting is None:
+        cls = type(policy)
+        raise ConfigError(f"policy '{cfg.policy.type}' ({cls.__module__}.{cls.__qualname__}) cannot be exported: it "
+                          f"defines neither deterministic_action nor export_module (see docs/plugins.md, Export)")
+    spec = EnvSpec.from_config(cfg)
+    native = spec.native_observation_space()
+    try:
+        inputs = graph_inputs(native, policy.observation_space)
+    except ValueError as exc:
+        raise ConfigError(f"cannot export '{run_path}': {exc}") from None
+    normalization = None if obs_state is None else FrozenNormalization(obs_state)
+    graph = ExportGraph(ObservationInputs(inputs, tuple(policy.observation_space.shape)), normalization, acting)
+    observations = sample_observations(spec, max(check, 2), seed)
+    arrays = graph_arrays(inputs, observations)
+    names = [spec_.name for spec_ in inputs]
+    with torch.no_grad():
+        expected_action = graph(*[torch.from_numpy(a[:2]) for a in arrays])
+    metadata = {
+        "zoo_version": __version__, "run": str(run_path), "which": which, "policy": cfg.policy.type,
+        "env_id": spec.id, "observation_normalization": normalization is not None,
+        "inputs": [{"name": s.name, "dtype": s.dtype.name, "shape": ["N", *s.shape]} for s in inputs],
+        "action": {"dtype": str(expected_action.dtype).replace("torch.", ""),
+                   "shape": ["N", *policy.action_space.shape], "space": str(policy.action_space)},
+    }
+    try:
+        data = graph_bytes(fmt, graph, [torch.from_numpy(a[:2]) for a in arrays], names, metadata)
+    except ZooError:
+        raise
+    except Exception as exc:  # a plugin's module that does not trace
+        raise ConfigError(f"cannot trace policy '{cfg.policy.type}' for {fmt} ({first_line(exc, 200)}): what "
+                          f"deterministic_action/export_module run must be torch operations on tensors (see "
+                          f"docs/plugins.md, Export)") from None
+    difference = 0.0
+    if check:
+        normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
+        agent = Agent(policy, normalize, cfg)
+        difference = _check(ExportedRunner(fmt, data, names), agent, observations[:check], arrays, check)
+    try:
+        atomic_write_bytes(target, data)
+    except OSError as exc:
+        raise ZooError(f"cannot write '{target}' ({exc.strerror or first_line(exc)}): choose another --out") from None
+    return ExportResult(target, fmt, inputs, metadata["action"]["dtype"], check, difference)
+
+
+def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays: list[np.ndarray],
+           count: int) -> float:
+    """The largest difference between the exported actions and ``agent.predict``'s, for the batch and for the first
+    observation alone; raises ExportCheckError beyond the tolerance (integer actions: any difference)."""
+    batch = [a[:count] for a in arrays]
+    first = observations[0]
+    want = agent.predict(np.stack(observations) if isinstance(first, np.ndarray) else observations)
+    want_one = agent.predict(first)
+    got, got_one = runner(batch), runner([a[:1] for a in arrays])[0]
+    if got.shape != want.shape or got_one.shape != np.shape(want_one):
+        raise ExportCheckError(f"check failed: the exported actions have shape {got.shape} for {count} observations "
+                               f"(zoo.load: {want.shape}); nothing written")
+    integer = np.issubdtype(want.dtype, np.integer)
+    difference = max(float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))),
+                     float(np.max(np.abs(got_one.astype(np.float64) - np.asarray(want_one, np.float64)))))
+    if (integer and difference != 0) or (not integer and not difference <= CHECK_TOLERANCE):
+        wrong = int(np.sum(np.any((got != want).reshape(len(got), -1), axis=1)))
+        raise ExportCheckError(f"check failed: the exported actions differ from zoo.load(...).predict for {wrong} of "
+                               f"{count} observations (max |difference| {difference:.3g}, limit "
+                               f"{0 if integer else CHECK_TOLERANCE}); nothing written")
+    return difference
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run ``zoo export`` with parsed ``args``; prints what it wrote and the check."""
+    result = export_run(args.run_dir, args.format, args.out, args.which, args.check, args.trust_imports)
+    shown = ", ".join(f"{s.name} {s.dtype.name} {json.dumps(['N', *s.shape])}" for s in result.inputs)
+    kind = f"ONNX opset {OPSET}" if result.fmt == "onnx" else "TorchScript"
+    print(f"wrote {result.path} ({kind}; inputs: {shown}; output: action {result.action_dtype})")
+    if result.checked:
+        agree = ("identical" if result.action_dtype.startswith(("int", "uint")) else
+                 f"max |difference| {result.max_difference:.2g} (limit {CHECK_TOLERANCE:g})")
+        print(f"check: {result.checked} observations (a batch, and one alone): actions {agree} against "
+              f"zoo.load('{args.run_dir}').predict")
+    return 0
