@@ -204,6 +204,7 @@ class ActorCriticPolicy(Policy):
         self._action_start = None if start is None or not np.any(start) else np.asarray(start)
         self._action_shape = action_space.shape
         self._action_dtype = action_space.dtype
+        self._action_torch_dtype = torch.from_numpy(np.zeros(0, action_space.dtype)).dtype
         # One flat buffer for all parameters: torch.optim's per-tensor overhead dominates for small networks.
         self.optimizer = None if acting_only else FlatOptimizer(self.model, cfg.optimizer, cfg.learning_rate,
                                                                 eps=cfg.adam_eps)
@@ -307,24 +308,25 @@ class ActorCriticPolicy(Policy):
         return self._mode_to_env(self.model.policy_output(obs))
 
     def _mode_to_env(self, output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
-        """The env actions of the mode of a policy output, in torch: ``_to_env`` of the argmax or the mean."""
+        """The env actions of the mode of a policy output: the argmax or the mean, through ``_to_env_tensor``."""
         if not self.discrete:
-            low, high = self._low.to(output["mu"].device), self._high.to(output["mu"].device)
-            return torch.minimum(torch.maximum(output["mu"], low), high)
+            return self._to_env_tensor(output["mu"])
         if self.nvec is not None:
             output = multi_categorical_logits(output, self.nvec)
-        action = output.argmax(-1)
+        return self._to_env_tensor(output.argmax(-1))
+
+    def _to_env_tensor(self, raw: torch.Tensor) -> torch.Tensor:
+        """``_to_env`` in torch operations (traceable): clipped Gaussian actions, or integer actions in the space's
+        shape and dtype plus its ``start``."""
+        if not self.discrete:
+            return torch.minimum(torch.maximum(raw, self._low.to(raw.device)), self._high.to(raw.device))
         if self.nvec is not None:
             if len(self._action_shape) != 1:  # (..., K) components -> the space's shape (sizes traced, not fixed)
-                action = action.unflatten(-1, tuple(self._action_shape))
-            action = action.to(torch.from_numpy(np.zeros(0, self._action_dtype)).dtype)
+                raw = raw.unflatten(-1, tuple(self._action_shape))
+            raw = raw.to(self._action_torch_dtype)
         if self._action_start is not None:
-            action = action + torch.as_tensor(self._action_start, device=action.device)
-        return action
-
-    @torch.no_grad()
-    def evaluate(self, obs: torch.Tensor) -> np.ndarray:
-        return self.deterministic_action(obs).cpu().numpy()
+            raw = raw + torch.as_tensor(self._action_start, device=raw.device)
+        return raw
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
