@@ -46,12 +46,14 @@ class ExportResult:
     max_difference: float
 
 
-def sample_observations(spec: EnvSpec, count: int, seed: int) -> list[Any]:
+def sample_observations(spec: EnvSpec, count: int, seed: int, native: gym.Space | None = None) -> list[Any]:
     """``count`` observations (as the env gives them) from episodes of random actions, reset with seeds from
-    ``seed`` on (evaluation and training use other seeds)."""
+    ``seed`` on (evaluation and training use other seeds). ``native``: the env's own observation space where zoo
+    flattens it (``spec.native_observation_space()``, asked here when not given)."""
+    if native is None:
+        native = spec.native_observation_space()
     env = spec.make()
     try:
-        flattened = _native(env)
         env.action_space.seed(seed)
         observations: list[Any] = []
         obs, _ = env.reset(seed=seed)
@@ -62,19 +64,9 @@ def sample_observations(spec: EnvSpec, count: int, seed: int) -> list[Any]:
             if terminated or truncated:
                 episode += 1
                 obs, _ = env.reset(seed=seed + episode)
-        return [gym.spaces.unflatten(flattened, o) for o in observations] if flattened else observations
+        return [gym.spaces.unflatten(native, o) for o in observations] if native is not None else observations
     finally:
         env.close()
-
-
-def _native(env: gym.Env) -> gym.Space | None:
-    # The env's own space where zoo's FlattenObservation sits under the time limit.
-    inner = env
-    while isinstance(inner, gym.Wrapper):
-        if isinstance(inner, gym.wrappers.FlattenObservation):
-            return inner.env.observation_space
-        inner = inner.env
-    return None
 
 
 def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, which: str = "last",
@@ -103,7 +95,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, whi
         raise ConfigError(f"cannot export '{run_path}': {exc}") from None
     normalization = None if obs_state is None else FrozenNormalization(obs_state)
     graph = ExportGraph(ObservationInputs(inputs, tuple(policy.observation_space.shape)), normalization, acting)
-    observations = sample_observations(spec, max(check, 2), seed)
+    observations = sample_observations(spec, max(check, 2), seed, native)
     arrays = graph_arrays(inputs, observations)
     names = [spec_.name for spec_ in inputs]
     with torch.no_grad():
@@ -150,11 +142,13 @@ def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays
     integer = np.issubdtype(want.dtype, np.integer)
     difference = max(float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))),
                      float(np.max(np.abs(got_one.astype(np.float64) - np.asarray(want_one, np.float64)))))
-    if (integer and difference != 0) or (not integer and not difference <= CHECK_TOLERANCE):
-        wrong = int(np.sum(np.any((got != want).reshape(len(got), -1), axis=1)))
+    tolerance = 0.0 if integer else CHECK_TOLERANCE
+    if not difference <= tolerance:
+        beyond = np.abs(got.astype(np.float64) - want.astype(np.float64)).reshape(len(got), -1) > tolerance
+        wrong = int(np.sum(np.any(beyond, axis=1)))
         raise ExportCheckError(f"check failed: the exported actions differ from zoo.load(...).predict for {wrong} of "
                                f"{count} observations (max |difference| {difference:.3g}, limit "
-                               f"{0 if integer else CHECK_TOLERANCE}); nothing written")
+                               f"{tolerance:g}); nothing written")
     return difference
 
 
