@@ -102,23 +102,27 @@ def table(y: str, groups: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _pyplot() -> Any:
+PLOT_HINT = "zoo plot --out needs matplotlib: pip install 'zoo-rl[plot]' (without --out, zoo plot prints a table)"
+
+
+def pyplot(missing: str = PLOT_HINT) -> Any:
+    """matplotlib's pyplot on the Agg backend (no display); a ZooError saying ``missing`` without matplotlib."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ZooError("zoo plot --out needs matplotlib: pip install 'zoo-rl[plot]' (without --out, zoo plot "
-                       "prints a table)") from None
+        raise ZooError(missing) from None
     return plt
 
 
-def _save(figure: Any, path: Path) -> None:
-    # Through a temporary file, so that a reader never sees half a figure.
+def save_figure(figure: Any, path: Path) -> None:
+    """Save ``figure`` to ``path`` (PNG, SVG or PDF by its suffix) through a temporary file, so that a reader never
+    sees half a figure, and close it."""
     tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
     figure.savefig(tmp)
-    _pyplot().close(figure)
+    pyplot().close(figure)
     tmp.replace(path)
 
 
@@ -131,7 +135,7 @@ def _check_out(out: str) -> Path:
 
 def render(path: Path, x: str, y: str, groups: list[dict[str, Any]]) -> None:
     """Draw the groups' mean curves and bands into ``path`` (PNG, SVG or PDF by its suffix)."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for group in groups:
         grid, mean, std = mean_band(group["curves"])
@@ -144,7 +148,7 @@ def render(path: Path, x: str, y: str, groups: list[dict[str, Any]]) -> None:
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    _save(figure, path)
+    save_figure(figure, path)
 
 
 def plot(patterns: list[str], x: str = "env_steps", y: str | None = None, out: str | None = None) -> str:
@@ -166,19 +170,10 @@ EVAL_SOURCES = {"final": "final_eval.json's mean", "last": "the last eval_return
 def _final_return(run: Path, rows: list[dict[str, Any]]) -> tuple[float, str]:
     """The run's final evaluation return and its source: ``final_eval.json``'s mean (the benchmark runner's final
     evaluation), else the last ``eval_return_mean`` of metrics.jsonl."""
-    from .bench.runner import FINAL_EVAL_FILE
+    from .bench.runner import FINAL_EVAL_FILE, read_final_returns
 
-    path = run / FINAL_EVAL_FILE
-    if path.is_file():
-        try:
-            returns = [float(value) for value in json.loads(path.read_text(encoding="utf-8"))["returns"]]
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-            raise ZooError(f"'{path}' is not a final evaluation (JSON with a list of 'returns'): delete it and run "
-                           "the benchmark's final evaluation again (zoo bench)") from None
-        if not returns or not np.isfinite(returns).all():
-            raise ZooError(f"'{path}' holds no finite returns: delete it and run the benchmark's final evaluation "
-                           "again (zoo bench)")
-        return float(np.mean(returns)), "final"
+    if (run / FINAL_EVAL_FILE).is_file():
+        return float(np.mean(read_final_returns(run))), "final"
     evaluations = [row["eval_return_mean"] for row in rows if row.get("eval_return_mean") is not None]
     if not evaluations:
         raise ZooError(f"run '{run}' has no evaluation (no {FINAL_EVAL_FILE}, no eval_return_mean in metrics.jsonl): "
@@ -288,7 +283,7 @@ def render_aggregate(path: Path, groups: list[dict[str, Any]], results: dict[str
     """Draw the interval estimates (as rliable's ``plot_interval_estimates``), the performance profiles and the IQM
     over env steps with CI bands into ``path``: of the normalised groups when there are any (one scale for all;
     the others stay in the table), else of all groups on their raw returns."""
-    plt = _pyplot()
+    plt = pyplot()
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     shown = [group for group in groups if results[group["label"]]["normalised"]] or groups
     scale = "normalised score" if results[shown[0]["label"]]["normalised"] else "return"
@@ -336,7 +331,7 @@ def render_aggregate(path: Path, groups: list[dict[str, Any]], results: dict[str
         figure.suptitle(f"{len(groups) - len(shown)} group(s) without a normalisation (zoo.bench.stats."
                         "NORMALISATION) are in the table only", fontsize="small")
     figure.tight_layout()
-    _save(figure, path)
+    save_figure(figure, path)
 
 
 def aggregate_runs(patterns: list[str], json_path: str | None = None, out: str | None = None, reps: int = 2000,

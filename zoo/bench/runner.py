@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import shutil
 import signal
@@ -37,6 +38,21 @@ from .suites import SUITES, Entry
 
 FINAL_EVAL_FILE = "final_eval.json"
 FINAL_EVAL_EPISODES = 10
+
+
+def read_final_returns(run: Path) -> list[float]:
+    """The episode returns of ``run``'s ``final_eval.json`` (the runner's final evaluation, ``zoo eval --json``);
+    a ZooError naming the file when it is not one, or holds no finite return."""
+    path = run / FINAL_EVAL_FILE
+    try:
+        returns = [float(value) for value in json.loads(path.read_text(encoding="utf-8"))["returns"]]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise ZooError(f"'{path}' is not a final evaluation (JSON with a list of 'returns'): delete it and run "
+                       "the benchmark's final evaluation again (zoo bench)") from None
+    if not returns or not all(math.isfinite(value) for value in returns):
+        raise ZooError(f"'{path}' holds no finite returns: delete it and run the benchmark's final evaluation "
+                       "again (zoo bench)")
+    return returns
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 

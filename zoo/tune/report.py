@@ -11,6 +11,8 @@ from typing import Any
 from ..config import dump_config, to_plain
 from ..config.resolve import resolve_config
 from ..errors import ConfigError, ZooError, first_line
+from ..plot import pyplot, save_figure
+from ..run.state_files import atomic_write_text
 from .space import TuneSettings, parse_settings
 from .study import BASE_CONFIG_ATTR, optuna_module
 from .trials import ERROR_ATTR, RUN_DIR_ATTR
@@ -90,21 +92,10 @@ def write_best_config(study: Any, path: str | Path) -> Path:
         raise ZooError(f"the best config of study '{study.study_name}' does not resolve on this machine: "
                        f"{first_line(exc, 200)}") from None
     if path.suffix.lower() == ".json":
-        path.write_text(json.dumps(to_plain(cfg), indent=1) + "\n")
+        atomic_write_text(path, json.dumps(to_plain(cfg), indent=1) + "\n")
     else:
         dump_config(cfg, path)
     return path
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ZooError("zoo tune --out needs matplotlib: pip install 'zoo-rl[tune]'") from None
-    return plt
 
 
 def _importances(study: Any) -> tuple[dict[str, float], str]:
@@ -132,7 +123,7 @@ def plot(study: Any, out: str | Path) -> Path:
     _, settings = study_settings(study)
     state = optuna_module().trial.TrialState
     done = [t for t in study.get_trials(deepcopy=False, states=(state.COMPLETE,)) if t.value is not None]
-    plt = _pyplot()
+    plt = pyplot("zoo tune --out needs matplotlib: pip install 'zoo-rl[tune]'")
     figure, (history, bars) = plt.subplots(1, 2, figsize=(12, 4.5))
     numbers, values = [t.number for t in done], [t.value for t in done]
     history.scatter(numbers, values, s=18, label="trial")
@@ -153,8 +144,5 @@ def plot(study: Any, out: str | Path) -> Path:
         bars.text(0.5, 0.5, f"no importances: {evaluator}", ha="center", va="center", transform=bars.transAxes)
         bars.set_axis_off()
     figure.tight_layout()
-    temporary = out.with_name(f".{out.name}.tmp{out.suffix}")  # a reader never sees half a figure
-    figure.savefig(temporary)
-    plt.close(figure)
-    temporary.replace(out)
+    save_figure(figure, out)
     return out
