@@ -260,8 +260,10 @@ def test_import_modules_errors_name_the_module_and_the_fix(tmp_path, monkeypatch
     )
     with pytest.raises(ConfigError, match="No module named 'zoo_test_dependency_that_is_missing': install the"):
         import_modules(["zoo_test_needs_missing_dep"])
-    with pytest.raises(ConfigError, match=r"^import_names must be a list of module names.*got str 'my_policies'$"):
+    with pytest.raises(ConfigError) as one_string:
         import_modules("my_policies")
+    assert str(one_string.value) == ("import_names must be a list of module names, got str 'my_policies': write "
+                                     "['my_policies'] (on the command line: --set 'import_names=[my_policies]')")
     for name in ("zoo_test_raises_on_import", "zoo_test_needs_missing_dep"):
         sys.modules.pop(name, None)
 

@@ -220,7 +220,12 @@ def import_modules(names: Sequence[str], search_paths: Sequence[str] = ()) -> li
         ConfigError: ``names`` is not a list of strings, a module cannot be found, or importing it raised;
             the message names the module and the fix.
     """
-    if isinstance(names, str) or not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
+    if isinstance(names, str):  # one name: list("my_mod") would be one-letter module names
+        raise ConfigError(
+            f"import_names must be a list of module names, got str {names!r}: write [{names!r}] "
+            f"(on the command line: --set 'import_names=[{names}]')"
+        )
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
         raise ConfigError(
             f"import_names must be a list of module names, e.g. ['my_policies'], got {type(names).__name__} {names!r}"
         )
@@ -252,4 +257,5 @@ def load_run_plugins(cfg: Mapping[str, Any]) -> None:
     ``import_names`` modules (found in its ``import_paths``). Called once at the start of every process that
     trains (the main process when it resolves the config, each DPPO worker, each IMPALA actor); idempotent."""
     load_plugins()
-    import_modules(list(cfg.get("import_names") or []), list(cfg.get("import_paths") or []))
+    # Passed as they are: list() of a string would split it into one-letter module names.
+    import_modules(cfg.get("import_names") or [], list(cfg.get("import_paths") or []))

@@ -234,7 +234,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if raw == "None":  # configs are Python files, so users write None as in Python
         return key, None
     try:
-        value = _yaml_load(raw)
+        value = _yaml_load(raw, f"the value of --set {key}")
     except (yaml.YAMLError, ValueError):  # not YAML, or a number Python will not convert: a string
         value = raw
     return key, value

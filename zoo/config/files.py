@@ -59,8 +59,69 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 
 
-def _yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader subclass
+# Bounds on what reading one config may cost. A run directory may come from anyone: a 1.5 KB YAML file of nested
+# aliases ("billion laughs") composes to a few nodes that expand to 10^9 values, and every walk of the loaded
+# config (key checks, to_plain, the resume comparison) would visit them all. Real configs hold a few hundred.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_VALUES = 100_000
+
+
+class ConfigTooLargeError(ConfigError):
+    """A config file or ``--set`` value too large or too deeply nested to read (see ``MAX_CONFIG_VALUES``)."""
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> int:
+    """How many values ``root`` stands for once its aliases are expanded, counting up to just past ``limit``.
+
+    Memoised per node, so it costs one visit per distinct node however many times aliases repeat it; iterative,
+    so deep nesting cannot exhaust the stack. An alias cycle (a node that contains itself) counts as too large.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes and not children_done:
+            continue
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        if not children_done:
+            if key in on_path:
+                return limit + 1
+            on_path.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        on_path.discard(key)
+        sizes[key] = min(limit + 1, 1 + sum(sizes.get(id(child), limit + 1) for child in children))
+    return sizes[id(root)]
+
+
+def _yaml_load(text: str, source: str = "the YAML text") -> Any:
+    """Parse ``text`` with the one schema (safe), refusing what would expand past ``MAX_CONFIG_VALUES`` values."""
+    loader = _Loader(text)  # safe: _Loader is a SafeLoader subclass
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise ConfigTooLargeError(f"{source} is nested too deeply to read: flatten it") from None
+        if node is None:
+            return None
+        if _expanded_size(node, MAX_CONFIG_VALUES) > MAX_CONFIG_VALUES:
+            raise ConfigTooLargeError(
+                f"{source} expands to more than {MAX_CONFIG_VALUES} values (YAML aliases repeated, or one that "
+                f"contains itself): refusing to read it; write the values out without anchors and aliases"
+            )
+        try:
+            return loader.construct_document(node)
+        except RecursionError:
+            raise ConfigTooLargeError(f"{source} is nested too deeply to read: flatten it") from None
+    finally:
+        loader.dispose()
 
 
 def load_config_file(path: str | os.PathLike[str]) -> EasyDict:
@@ -79,7 +140,12 @@ def load_config_file(path: str | os.PathLike[str]) -> EasyDict:
     if not path.is_file():
         raise ConfigError(f"config file '{path}' not found: check the path")
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigTooLargeError(f"config file '{path}' is larger than {MAX_CONFIG_BYTES >> 20} MiB: a config "
+                                      f"holds settings, not data; refusing to read it")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file '{path}' cannot be read ({exc}): check that it is a UTF-8 text file") from exc
     if suffix == ".py":
@@ -89,9 +155,13 @@ def load_config_file(path: str | os.PathLike[str]) -> EasyDict:
             loaded = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"syntax error in config file '{path}:{exc.lineno}': {exc.msg}: fix the JSON") from exc
+        except RecursionError:
+            raise ConfigTooLargeError(f"config file '{path}' is nested too deeply to read: flatten it") from None
     else:
         try:
-            loaded = _yaml_load(text)
+            loaded = _yaml_load(text, f"config file '{path}'")
+        except ConfigError:
+            raise
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             raise ConfigError(f"config file '{path}' holds a value that cannot be read ({exc}): fix the YAML") from exc
         except yaml.YAMLError as exc:

@@ -50,7 +50,7 @@ def _lines(path: Path) -> list[bytes]:
 def _parse(line: bytes) -> dict[str, Any] | None:
     try:
         row = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: a line nested thousands deep
         return None
     return row if isinstance(row, dict) else None
 
