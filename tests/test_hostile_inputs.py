@@ -3,6 +3,7 @@ writes of the commands that live in zoo/cli.py)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -161,3 +162,43 @@ def test_import_names_as_a_list_from_the_command_line_imports_it(tmp_path, capsy
     sys.modules.pop("zoo_test_marker_module", None)
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "imported").is_file()
+
+
+# -- item 6 (the CLI's own writers): a refused write is one line, exit 2, no temporary file ------------------
+def test_eval_json_refused_by_the_system_is_one_line(tmp_path):
+    run = tmp_path / "runs" / "tiny"
+    done = subprocess.run([sys.executable, "-m", "zoo", "run", "--config", str(REPO / "configs" / "ppo_cartpole.py"),
+                           "--set", f"runs_dir={tmp_path / 'runs'}", "--exp-name", "tiny", "-q",
+                           "--set", "pipeline.max_env_steps=64", "--set", "pipeline.eval_every=0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    out.mkdir()
+    # A real refusal: the file size limit (EFBIG: Python ignores SIGXFSZ), as a full disk would refuse.
+    done = subprocess.run(["bash", "-c", f"ulimit -f 0; exec {sys.executable} -m zoo eval {run} --episodes 1 "
+                           f"--json {out / 'e.json'}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"zoo: error: cannot write '{out / 'e.json'}' (File too large): choose another --json"]
+    assert list(out.iterdir()) == []
+
+
+def test_an_os_refusal_that_reaches_the_cli_is_one_line_not_a_bug(monkeypatch, capsys):
+    import errno
+
+    import zoo.cli as cli
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/x.png")
+
+    monkeypatch.setattr(cli, "_list", lambda: full(None))
+    assert main(["list"]) == 2
+    assert capsys.readouterr().err.strip() == ("zoo: error: cannot write '/data/x.png' (No space left on device): "
+                                               "free space or choose another place")
+
+    def other(args):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(cli, "_list", lambda: other(None))
+    assert main(["list"]) == 1
+    assert "internal error" in capsys.readouterr().err

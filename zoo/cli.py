@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
-from .errors import ZooError, first_line
+from .errors import REFUSED_WRITES, ZooError, first_line, refused_write
 
 
 class _Parser(argparse.ArgumentParser):
@@ -267,7 +267,10 @@ def _eval(args: argparse.Namespace) -> int:
 
         report = {"returns": [float(r) for r in returns], "episodes": len(returns), "seed": seed,
                   "deterministic": not args.stochastic, "which": args.which, "env": cfg.env.id}
-        atomic_write_text(Path(args.json), json.dumps(report) + "\n")
+        try:
+            atomic_write_text(Path(args.json), json.dumps(report) + "\n")
+        except OSError as error:
+            raise ZooError(refused_write(args.json, error, "choose another --json")) from None
     print(f"mean_return={float(np.mean(returns)):.4f} std_return={float(np.std(returns)):.4f} episodes={len(returns)}")
     return 0
 
@@ -329,17 +332,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"zoo: error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # not the user's input: a bug in zoo (or in a plugin it called)
+    except OSError as error:
+        if error.errno not in REFUSED_WRITES:
+            return _internal_error(args, error)
+        # The system refused a write (a full disk, a quota, a read-only place): the user's to fix, not a bug.
         if args.debug or os.environ.get("ZOO_DEBUG"):
             traceback.print_exc()
-        print(f"zoo: internal error: {type(error).__name__}: {first_line(error, 300)}: this is a bug; please "
-              f"report it with the command you ran (ZOO_DEBUG=1 shows the traceback)", file=sys.stderr)
-        return 1
+        print(f"zoo: error: {refused_write(error.filename, error, 'free space or choose another place')}",
+              file=sys.stderr)
+        return 2
+    except Exception as error:  # not the user's input: a bug in zoo (or in a plugin it called)
+        return _internal_error(args, error)
     except KeyboardInterrupt:
         print("zoo: interrupted: the last checkpoint is kept", file=sys.stderr)
         return 130
     finally:
         warnings.showwarning = previous
+
+
+def _internal_error(args: argparse.Namespace, error: BaseException) -> int:
+    if args.debug or os.environ.get("ZOO_DEBUG"):
+        traceback.print_exc()
+    print(f"zoo: internal error: {type(error).__name__}: {first_line(error, 300)}: this is a bug; please "
+          f"report it with the command you ran (ZOO_DEBUG=1 shows the traceback)", file=sys.stderr)
+    return 1
 
 
 def console_main() -> None:

@@ -1,5 +1,7 @@
 """User-facing errors: the CLI prints their message on one line and exits with code 2."""
 
+import errno
+
 
 class ZooError(Exception):
     """Base class for errors caused by user input (config, names, files); never a bug in zoo."""
@@ -33,3 +35,16 @@ def first_line(error: BaseException, limit: int | None = None) -> str:
     what a one-line report quotes of an exception."""
     text = str(error).strip()
     return text.splitlines()[0][:limit] if text else type(error).__name__
+
+
+# What the system says when it refuses a write for reasons the user controls (space, quota, size limit, rights).
+REFUSED_WRITES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def refused_write(path: object, error: OSError, fix: str) -> str:
+    """One line for a write the system refused: the file, the system's reason, and ``fix``."""
+    reason = error.strerror or first_line(error)
+    where = f"'{path}'" if path is not None else "a file"
+    if error.errno in (errno.EACCES, errno.EPERM):  # a read can be refused too
+        return f"no permission for {where} ({reason}): {fix}"
+    return f"cannot write {where} ({reason}): {fix}"

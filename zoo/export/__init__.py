@@ -39,6 +39,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
                              f"{DEFAULT_CHECK}; 0: no check)")
     export.add_argument("--trust-imports", action="store_true",
                         help="import the modules the run's config names (only for run directories you trust)")
+    export.add_argument("--while-training", action="store_true",
+                        help="export a run that is still training (its latest checkpoint); refused without it")
     export.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return export
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ..agent import Agent
 from ..envs import EnvSpec, NormalizeObservation
 from ..errors import ConfigError, ZooError, first_line
 from ..run import load_run
+from ..run.run_dir import CONFIG_FILE, lock_owner
 from ..run.state_files import atomic_write_bytes
 from . import CHECK_TOLERANCE, DEFAULT_CHECK, FORMATS, SUFFIXES
 from .formats import OPSET, ExportedRunner, graph_bytes
@@ -44,6 +46,7 @@ class ExportResult:
     action_dtype: str
     checked: int
     max_difference: float
+    note: str | None = None
 
 
 def sample_observations(spec: EnvSpec, count: int, seed: int, native: gym.Space | None = None) -> list[Any]:
@@ -69,18 +72,47 @@ def sample_observations(spec: EnvSpec, count: int, seed: int, native: gym.Space 
         env.close()
 
 
+def _default_target(run_path: Path, fmt: str) -> Path:
+    """``RUN/export/policy.<suffix>``, refused when ``RUN/export`` would lead out of the run directory (a symbolic
+    link, or not a folder): the default never writes anywhere but inside the run."""
+    folder = run_path / "export"
+    if folder.is_symlink():
+        raise ZooError(f"'{folder}' is a symbolic link (to '{os.readlink(folder)}'): zoo export writes only inside "
+                       f"the run directory unless told where: remove the link, or pass --out FILE")
+    if folder.exists() and not folder.is_dir():
+        raise ZooError(f"'{folder}' is not a folder: move it away, or pass --out FILE")
+    return folder / f"policy{SUFFIXES[fmt]}"
+
+
+def _training_note(run_path: Path, while_training: bool) -> str | None:
+    """None for a run no process holds; for a run that is training, a refusal (ZooError) or, with
+    ``while_training``, the note that says which checkpoint was exported."""
+    owner = lock_owner(run_path)
+    if owner is None:
+        return None
+    if not while_training:
+        raise ZooError(f"run '{run_path}' is training (zoo process pid {owner} holds it): its checkpoint is "
+                       f"mid-training; wait for the run to end, or pass --while-training to export its latest "
+                       f"checkpoint anyway")
+    return f"run '{run_path}' is training (pid {owner}): exported its latest checkpoint, not a finished policy"
+
+
 def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, which: str = "last",
-               check: int = DEFAULT_CHECK, trust_imports: bool = False, seed: int = 1_000_003) -> ExportResult:
+               check: int = DEFAULT_CHECK, trust_imports: bool = False, seed: int = 1_000_003,
+               while_training: bool = False) -> ExportResult:
     """Export a run directory's deterministic policy (see the module docstring); raises ZooError on bad input or a
-    failed check. ``out`` defaults to ``RUN/export/policy.onnx`` (``.pt`` for TorchScript)."""
+    failed check. ``out`` defaults to ``RUN/export/policy.onnx`` (``.pt`` for TorchScript), never through a
+    symbolic link out of the run. A run that another process is training is refused unless ``while_training``
+    (then ``ExportResult.note`` says so)."""
     if fmt not in FORMATS:
         raise ZooError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if check < 0:
         raise ZooError(f"--check must be 0 (no check) or a number of observations, got {check}")
     run_path = Path(run_dir)
-    target = Path(out) if out is not None else run_path / "export" / f"policy{SUFFIXES[fmt]}"
+    target = Path(out) if out is not None else _default_target(run_path, fmt)
     if target.is_dir():
         raise ZooError(f"--out '{target}' is a directory: name a file, e.g. {target / ('policy' + SUFFIXES[fmt])}")
+    note = _training_note(run_path, while_training) if (run_path / CONFIG_FILE).is_file() else None
     cfg, policy, obs_state = load_run(run_path, "cpu", which, trust_imports)
     acting = policy.export_module()
     if acting is None:
@@ -124,7 +156,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, whi
         atomic_write_bytes(target, data)
     except OSError as exc:
         raise ZooError(f"cannot write '{target}' ({exc.strerror or first_line(exc)}): choose another --out") from None
-    return ExportResult(target, fmt, inputs, metadata["action"]["dtype"], check, difference)
+    return ExportResult(target, fmt, inputs, metadata["action"]["dtype"], check, difference, note)
 
 
 def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays: list[np.ndarray],
@@ -154,7 +186,8 @@ def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``zoo export`` with parsed ``args``; prints what it wrote and the check."""
-    result = export_run(args.run_dir, args.format, args.out, args.which, args.check, args.trust_imports)
+    result = export_run(args.run_dir, args.format, args.out, args.which, args.check, args.trust_imports,
+                        while_training=args.while_training)
     shown = ", ".join(f"{s.name} {s.dtype.name} {json.dumps(['N', *s.shape])}" for s in result.inputs)
     kind = f"ONNX opset {OPSET}" if result.fmt == "onnx" else "TorchScript"
     print(f"wrote {result.path} ({kind}; inputs: {shown}; output: action {result.action_dtype})")
@@ -163,4 +196,6 @@ def run_command(args: argparse.Namespace) -> int:
                  f"max |difference| {result.max_difference:.2g} (limit {CHECK_TOLERANCE:g})")
         print(f"check: {result.checked} observations (a batch, and one alone): actions {agree} against "
               f"zoo.load('{args.run_dir}').predict")
+    if result.note is not None:
+        print(f"note: {result.note}")
     return 0

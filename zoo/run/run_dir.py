@@ -52,7 +52,7 @@ LOCK_FILE = ".lock"
 ENVIRONMENT_FILE = "environment.json"
 __all__ = ["BEST_MODEL_FILE", "CHECKPOINT_FILE", "CHECKPOINT_FORMAT", "CONFIG_FILE", "LOCK_FILE", "METRICS_CSV",
            "METRICS_JSONL", "MODEL_FILE", "RunDirectory", "atomic_torch_save", "check_exp_name", "decode_state",
-           "encode_state", "load_weights_only", "new_run_directory"]
+           "encode_state", "load_weights_only", "lock_owner", "new_run_directory"]
 # A component saved in a file of its own beside the checkpoint: NAME-ITERATION.pt (e.g. replay-000000050.pt).
 _SEPARATE_FILE = re.compile(r"^[A-Za-z_]+-\d{9}\.pt$")
 
@@ -90,6 +90,24 @@ def new_run_directory(runs_root: str, exp_name: str) -> Path:
             f"cannot create a run directory in '{root}' ({exc.strerror}): choose another runs_dir"
         ) from None
     raise RunDirectoryError(f"too many runs named '{exp_name}' in {root}: choose another --exp-name")
+
+
+def lock_owner(path: str | Path) -> str | None:
+    """The pid (as written in its lock file, ``"?"`` if unreadable) of the process that holds run directory
+    ``path`` now, or None when no process does. Probes with a shared lock, taken and dropped at once."""
+    import fcntl
+
+    try:
+        handle = open(Path(path) / LOCK_FILE)  # noqa: SIM115 - closed below
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return handle.read(32).strip() or "?"
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return None
 
 
 class RunDirectory:
