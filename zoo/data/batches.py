@@ -126,6 +126,17 @@ class Unroll:
         """T, the number of steps (observations hold T + 1)."""
         return int(self.reward.shape[0])
 
+    def to(self, device: torch.device | str) -> Unroll:
+        """This unroll with every tensor on ``device`` (itself when they already are: actors ship CPU tensors)."""
+        if self.obs.device == torch.device(device):
+            return self
+        return Unroll(
+            obs=self.obs.to(device), action=self.action.to(device), reward=self.reward.to(device),
+            terminated=self.terminated.to(device), truncated=self.truncated.to(device), valid=self.valid.to(device),
+            behaviour={key: value.to(device) for key, value in self.behaviour.items()},
+            policy_version=self.policy_version,
+        )
+
 
 @dataclass
 class Transitions:

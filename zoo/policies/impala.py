@@ -83,16 +83,17 @@ class ImpalaPolicy(ActorCriticPolicy):
         of the current policy). Metrics: losses, entropy, mean importance weight, value, lr, grad norm."""
         if isinstance(batch, Rollout):
             batch = batch.to_unroll(0)
+        batch = batch.to(self.device)  # actors ship CPU tensors; every one of them meets the learner's outputs
         cfg = self.cfg
         lr = self.update_learning_rate(ctx)
         steps = batch.steps
-        output, value = self.model(batch.obs.to(self.device))
+        output, value = self.model(batch.obs)
         output = self._bounded(output)
         if self.discrete:
             target = output[:steps]
         else:
             target = {"mu": output["mu"][:steps], "sigma": output["sigma"][:steps]}
-        behaviour = self.unpack_policy_output(batch.behaviour["policy_output"].to(self.device))
+        behaviour = self.unpack_policy_output(batch.behaviour["policy_output"])
         invalid = ~batch.valid
         done = batch.terminated | invalid  # no bootstrap after termination, nothing across an autoreset step
         trace_end = batch.terminated | batch.truncated | invalid  # the next step belongs to another episode
