@@ -151,3 +151,52 @@ def test_killed_during_the_final_evaluation_the_rerun_evaluates_again(configs, t
     runs = tmp_path / "runs"
     seen = _kill_at(lambda children: any(" eval " in _cmdline(pid) for pid in children), configs, runs)
     _rerun_and_check(runs, seen)
+
+
+# -- zoo.run.children, fast ------------------------------------------------------------------------------------------
+def test_a_child_writes_any_amount_of_output_without_a_reader_and_gets_one_blas_thread(tmp_path):
+    from zoo.run.children import start_child
+
+    script = ("import os, sys; sys.stdout.write('x' * 300000); sys.stdout.flush(); "
+              "print(os.environ['OPENBLAS_NUM_THREADS'], file=sys.stderr)")
+    child = start_child([sys.executable, "-c", script], env={k: v for k, v in os.environ.items()
+                                                              if k != "OPENBLAS_NUM_THREADS"})
+    assert child.wait(timeout=20) == 0  # a pipe nobody reads would have blocked it at 64 KiB
+    assert child.read_output() == "x" * 300000 + "1\n"
+    child = start_child([sys.executable, "-c", script], env={**os.environ, "OPENBLAS_NUM_THREADS": "3"})
+    assert child.wait(timeout=20) == 0 and child.read_output().endswith("x3\n")
+
+
+def test_a_child_gets_sigterm_when_its_parent_is_killed(tmp_path):
+    marker = tmp_path / "got"
+    child_script = ("import pathlib, signal, time; signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path("
+                    f"{str(marker)!r}).write_text(str(a[0])), exit(0))); print('ready', flush=True); time.sleep(60)")
+    parent_script = ("import sys, time; from zoo.run.children import start_child; "
+                     f"child = start_child([sys.executable, '-c', {child_script!r}]); print(child.pid, flush=True); "
+                     "time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", parent_script], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    time.sleep(1.0)  # the child's handler is installed
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid) and marker.read_text() == str(int(signal.SIGTERM))
+
+
+def test_wait_for_release_waits_for_the_lock_holder_and_is_bounded(tmp_path):
+    from zoo.run.children import lock_holder, wait_for_release
+
+    assert wait_for_release(tmp_path / "missing", timeout_s=0.1) and not (tmp_path / "missing").exists()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; h = open(sys.argv[1], 'a+'); "
+                               "fcntl.flock(h, fcntl.LOCK_EX); h.write(str(os.getpid())); h.flush(); print(1, "
+                               "flush=True); time.sleep(float(sys.argv[2]))", str(tmp_path / ".lock"), "1.5"],
+                              stdout=subprocess.PIPE, text=True)
+    holder.stdout.readline()
+    assert lock_holder(tmp_path) == str(holder.pid)
+    started = time.monotonic()
+    assert not wait_for_release(tmp_path, timeout_s=0.3)
+    assert 0.3 <= time.monotonic() - started < 1.0
+    assert wait_for_release(tmp_path, timeout_s=10) and lock_holder(tmp_path) is None
+    holder.wait()
