@@ -7,7 +7,10 @@ for all of them. Without ``--out`` (or without the ``plot`` extra) a table summa
 
 ``aggregate_runs`` (``zoo plot --aggregate``) reports each group's final evaluation over seeds as rliable does
 (zoo.bench.stats): IQM, mean, median and optimality gap with stratified-bootstrap 95% CIs, on normalised scores
-where the environment has a NORMALISATION entry, as a table, a JSON file and a figure.
+where the environment has a NORMALISATION entry, as a table, a JSON file and a figure. A run whose final_eval.json is
+damaged (zoo.bench.runs.read_final_returns) is refused in one line naming the file, as ``zoo bench --report`` does:
+a published figure never silently drops a seed. A write the system refuses is one line naming the file, and leaves
+no temporary file.
 """
 
 from __future__ import annotations

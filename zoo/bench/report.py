@@ -6,7 +6,9 @@ published figures), the wall-clock time per run here, and the published figures 
 Tianshou for the same algorithm and env (``zoo.bench.published``, with their budgets and caveats). Comparisons
 (SAC-ACE against SAC, the HL-Gauss critic against MSE) get the difference of their IQMs with a bootstrap CI. The
 figures (``zoo plot --aggregate``'s: interval estimates, performance profiles, IQM over env steps) go beside the
-file, one per suite. An entry still running shows what has finished; nothing is invented for what has not.
+file, one per suite. An entry still running shows what has finished; nothing is invented for what has not. A seed
+folder with a final evaluation that holds a run of another config or seed, or a damaged final_eval.json, is refused
+in one line naming it (never reported), as ``zoo plot --aggregate`` refuses a damaged final_eval.json.
 """
 
 from __future__ import annotations
