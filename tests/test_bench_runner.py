@@ -29,7 +29,7 @@ def suite(tmp_path, monkeypatch):
     configs = tmp_path / "configs"
     configs.mkdir()
     (configs / "tiny.py").write_text(CONFIG)
-    monkeypatch.setattr(runner, "configs_dir", lambda: configs)
+    monkeypatch.setattr(runner, "configs_dir", lambda *_: configs)
     monkeypatch.setitem(runner.SUITES, "tiny", (TINY,))
     monkeypatch.setitem(runner.SUITES, "tiny_broken", (TINY, BROKEN))
     return tmp_path / "runs"
@@ -50,14 +50,15 @@ def test_a_suite_trains_and_evaluates_every_seed_into_ordinary_run_directories(s
     assert "2/2 runs finished" in out.getvalue() and "min left" in out.getvalue()
 
 
-def test_started_again_it_does_only_what_is_left(suite):
+def test_started_again_it_does_only_what_is_left(suite, tmp_path):
     assert runner.bench(["tiny"], seeds=3, jobs=2, runs_dir=str(suite), stream=io.StringIO()) == 0
     runs = [suite / "bench" / "tiny_ppo" / f"seed_{seed}" for seed in range(3)]
     untouched = (runs[0] / "final_eval.json").read_bytes(), (runs[0] / "checkpoint.pt").stat().st_mtime_ns
     (runs[1] / "final_eval.json").unlink()  # trained, not yet evaluated
     for name in ("model.pt", "final_eval.json"):  # stopped during training: resumes
         (runs[2] / name).unlink()
-    plans = {run.name: [step[3] for step in runner.plan(runner.Run(TINY, i, run))] for i, run in enumerate(runs)}
+    plans = {run.name: [step[3] for step in runner.plan(runner.Run(TINY, i, run), tmp_path / "configs")]
+             for i, run in enumerate(runs)}
     assert plans == {"seed_0": [], "seed_1": ["eval"], "seed_2": ["run", "eval"]}
     assert runner.bench(["tiny"], seeds=3, jobs=2, runs_dir=str(suite), stream=io.StringIO()) == 0
     assert ((runs[0] / "final_eval.json").read_bytes(), (runs[0] / "checkpoint.pt").stat().st_mtime_ns) == untouched
@@ -75,7 +76,7 @@ def test_a_failing_run_is_reported_by_name_and_the_others_finish(suite):
 @pytest.mark.slow
 def test_killed_mid_way_and_started_again_it_finishes_without_training_a_finished_run_again(suite, tmp_path):
     command = [sys.executable, "-c", "import sys; from zoo.bench import runner; from zoo.bench.suites import Entry; "
-               f"runner.configs_dir = lambda: __import__('pathlib').Path({str(tmp_path / 'configs')!r}); "
+               f"runner.configs_dir = lambda *_: __import__('pathlib').Path({str(tmp_path / 'configs')!r}); "
                f"runner.SUITES['tiny'] = ({TINY!r},); "
                f"sys.exit(runner.bench(['tiny'], seeds=4, jobs=1, runs_dir={str(suite)!r}))"]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
@@ -115,7 +116,7 @@ def test_the_report_tables_finished_runs_beside_published_figures_and_pending_on
     docs = tmp_path / "docs"
     docs.mkdir()
     path = report.report(["tiny", "tiny_broken"], runs_dir=str(suite), out=str(docs / "benchmarks.md"), seeds=3,
-                         reps=200)
+                         reps=200, configs=tmp_path / "configs")
     text = Path(path).read_text()
     row = next(line for line in text.splitlines() if line.startswith("| tiny_ppo "))
     assert "| CartPole-v1 | ppo | 2,048 | 2/3 |" in row and "[" in row and "CleanRL" in row

@@ -7,7 +7,10 @@ for all of them. Without ``--out`` (or without the ``plot`` extra) a table summa
 
 ``aggregate_runs`` (``zoo plot --aggregate``) reports each group's final evaluation over seeds as rliable does
 (zoo.bench.stats): IQM, mean, median and optimality gap with stratified-bootstrap 95% CIs, on normalised scores
-where the environment has a NORMALISATION entry, as a table, a JSON file and a figure.
+where the environment has a NORMALISATION entry, as a table, a JSON file and a figure. A run whose final_eval.json is
+damaged (zoo.bench.runs.read_final_returns) is refused in one line naming the file, as ``zoo bench --report`` does:
+a published figure never silently drops a seed. A write the system refuses is one line naming the file, and leaves
+no temporary file.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from .bench.output import refused_write, write_text
 from .bench.stats import NORMALISATION, aggregate, iqm, normalise, performance_profile, stratified_bootstrap_ci
 from .config import load_config_file, to_plain
 from .errors import ZooError
 from .run.metrics_files import read_rows
-from .run.state_files import atomic_write_text
 
 GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 
@@ -119,11 +122,15 @@ def pyplot(missing: str = PLOT_HINT) -> Any:
 
 def save_figure(figure: Any, path: Path) -> None:
     """Save ``figure`` to ``path`` (PNG, SVG or PDF by its suffix) through a temporary file, so that a reader never
-    sees half a figure, and close it."""
+    sees half a figure, and close it; a refused write (a full disk) is one ZooError line and leaves no file."""
     tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    figure.savefig(tmp)
-    pyplot().close(figure)
-    tmp.replace(path)
+    try:
+        with refused_write(path):
+            figure.savefig(tmp)
+            tmp.replace(path)
+    finally:
+        pyplot().close(figure)
+        tmp.unlink(missing_ok=True)
 
 
 def _check_out(out: str) -> Path:
@@ -170,7 +177,7 @@ EVAL_SOURCES = {"final": "final_eval.json's mean", "last": "the last eval_return
 def _final_return(run: Path, rows: list[dict[str, Any]]) -> tuple[float, str]:
     """The run's final evaluation return and its source: ``final_eval.json``'s mean (the benchmark runner's final
     evaluation), else the last ``eval_return_mean`` of metrics.jsonl."""
-    from .bench.runner import FINAL_EVAL_FILE, read_final_returns
+    from .bench.runs import FINAL_EVAL_FILE, read_final_returns
 
     if (run / FINAL_EVAL_FILE).is_file():
         return float(np.mean(read_final_returns(run))), "final"
@@ -347,7 +354,7 @@ def aggregate_runs(patterns: list[str], json_path: str | None = None, out: str |
     groups = load_finals(find_runs(patterns))
     results = summarise(groups, reps, seed)
     if json_file is not None:
-        atomic_write_text(json_file, json.dumps(results, indent=2) + "\n")
+        write_text(json_file, json.dumps(results, indent=2) + "\n")
     if figure_path is not None:
         render_aggregate(figure_path, groups, results, reps, seed)
     return aggregate_table(results, reps, seed)

@@ -2,15 +2,23 @@
 
 Layout: ``<runs_dir>/bench/<entry>/seed_<k>/``, one ordinary run directory per entry and seed (an entry that two
 suites share, such as ``sac_hopper`` in ``mujoco`` and ``ace``, is one set of runs). Each run is a child process
-(``python -m zoo run ...``, then ``python -m zoo eval ... --json``), ``jobs`` at a time. Started again after a
-kill or Ctrl-C, the runner looks at each run directory and does only what is left:
+(``python -m zoo run ...``, then ``python -m zoo eval ... --json``), ``jobs`` at a time, started by
+``zoo.run.children.start_child``: the children die with the runner (SIGTERM, so that they save), however it dies.
+Started again after a kill or Ctrl-C, the runner first waits (at most ``RELEASE_WAIT_S`` seconds in all) for the
+children of the killed runner to let go of their run directories, then looks at each one and does only what is left:
 
-- no directory: train it (a new run);
-- a directory that trained nothing (killed before its config.yaml): removed and trained again;
+- no directory: train it (a new run, into exactly ``seed_<k>``: never ``seed_<k>_2``);
+- a directory that trained nothing (killed before its config.yaml, holding nothing but dot files; or before its
+  first checkpoint): removed and trained again;
 - a checkpoint but no final model (stopped during training): ``zoo run --resume``;
 - a final model but no ``final_eval.json``: the final evaluation alone (10 deterministic episodes, ``zoo eval``'s
   default seed, whose stream is disjoint from the training envs' and the periodic evaluations');
-- ``final_eval.json``: finished, skipped.
+- ``final_eval.json`` (checked: ``zoo.bench.runs.read_final_returns``): finished, skipped.
+
+A directory that holds a run of another config or seed (replaced, copied: its config.yaml against the entry's config
+and overrides as resolved here, ``zoo.bench.runs.check_own``), other files without a config.yaml, a damaged
+``final_eval.json``, or a run directory still held by another process after the wait is a failed run: reported by
+name, never trained into, evaluated or removed.
 
 A progress line says how many runs are done, running and left, and an estimate of the time left (each entry's
 measured wall time per seed once one has finished, its declared estimate before). A run that fails is reported by
@@ -22,11 +30,8 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,34 +39,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ConfigError, ZooError
+from ..lifetime import exit_cause
+from ..run.children import RELEASE_WAIT_S, Child, lock_holder, start_child, wait_for_release
+from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE
+from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, read_final_returns
 from .suites import SUITES, Entry
 
-FINAL_EVAL_FILE = "final_eval.json"
-FINAL_EVAL_EPISODES = 10
-
-
-def read_final_returns(run: Path) -> list[float]:
-    """The episode returns of ``run``'s ``final_eval.json`` (the runner's final evaluation, ``zoo eval --json``);
-    a ZooError naming the file when it is not one, or holds no finite return."""
-    path = run / FINAL_EVAL_FILE
-    try:
-        returns = [float(value) for value in json.loads(path.read_text(encoding="utf-8"))["returns"]]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise ZooError(f"'{path}' is not a final evaluation (JSON with a list of 'returns'): delete it and run "
-                       "the benchmark's final evaluation again (zoo bench)") from None
-    if not returns or not all(math.isfinite(value) for value in returns):
-        raise ZooError(f"'{path}' holds no finite returns: delete it and run the benchmark's final evaluation "
-                       "again (zoo bench)")
-    return returns
+__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "bench", "configs_dir", "entries_of",
+           "plan", "read_final_returns"]
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def configs_dir() -> Path:
-    """The repository's ``configs/`` folder (the suites' configs live there, not in an installed wheel)."""
-    folder = Path(__file__).resolve().parents[2] / "configs"
-    if not folder.is_dir():
-        raise ConfigError("zoo bench runs the configs of the zoo repository (configs/): run it from a clone")
-    return folder
 
 
 def entries_of(suites: list[str]) -> list[Entry]:
@@ -92,23 +78,45 @@ class Run:
         return f"{self.entry.name}/seed_{self.seed}"
 
 
-def plan(run: Run, python: str = sys.executable) -> list[list[str]]:
-    """The commands still needed for ``run`` (see the module docstring), in order."""
+def plan(run: Run, configs: Path, python: str = sys.executable) -> list[list[str]]:
+    """The commands still needed for ``run`` (see the module docstring), in order; a ZooError naming the folder or
+    file for a run that is not the entry's (call once no other process holds the run directory)."""
     path, entry = run.path, run.entry
-    if (path / FINAL_EVAL_FILE).is_file():
-        return []
     evaluate = [python, "-m", "zoo", "eval", str(path), "--episodes", str(FINAL_EVAL_EPISODES),
                 "--json", str(path / FINAL_EVAL_FILE)]
-    if (path / "model.pt").is_file():
-        return [evaluate]
-    if path.is_dir() and (path / "config.yaml").is_file():
-        return [[python, "-m", "zoo", "run", "--resume", str(path), "-q"], evaluate]
-    if path.is_dir():
-        shutil.rmtree(path)  # killed before it wrote its config: nothing was trained
-    train = [python, "-m", "zoo", "run", "--config", str(configs_dir() / entry.config), "--seed", str(run.seed),
+    if (path / CONFIG_FILE).is_file():
+        check_own(path, entry, run.seed, configs)
+        if (path / FINAL_EVAL_FILE).is_file():
+            read_final_returns(path)
+            return []
+        if (path / MODEL_FILE).is_file():
+            return [evaluate]
+        if (path / CHECKPOINT_FILE).is_file():
+            return [[python, "-m", "zoo", "run", "--resume", str(path), "-q"], evaluate]
+        shutil.rmtree(path)  # killed before its first checkpoint (iteration 0): nothing was trained
+    elif path.exists() or path.is_symlink():
+        if not path.is_dir() or path.is_symlink() or any(not child.name.startswith(".") for child in path.iterdir()):
+            raise ZooError(f"'{path}' is not a run directory of zoo bench (no config.yaml, but other files): move it "
+                           "away, zoo bench neither trains into nor reports it")
+        shutil.rmtree(path)  # killed before it wrote its config (a lock, temporaries): nothing was trained
+    train = [python, "-m", "zoo", "run", "--config", str(configs / entry.config), "--seed", str(run.seed),
              "--set", f"runs_dir={path.parent}", "--exp-name", path.name, "-q",
              *[arg for override in entry.overrides for arg in ("--set", override)]]
     return [train, evaluate]
+
+
+def _error_line(output: str, code: int | None) -> str:
+    lines = [line for line in output.splitlines() if line.startswith(("zoo: error: ", "zoo: internal error: "))]
+    if lines:
+        return lines[-1]
+    lines = [line for line in output.splitlines() if line.strip()]
+    return lines[-1] if lines else f"the child {exit_cause(code)}"
+
+
+def _trained_into(output: str) -> str | None:
+    # zoo run's summary line: run_dir=PATH reason=...
+    line = next((text for text in reversed(output.splitlines()) if text.startswith("run_dir=")), None)
+    return line.split()[0].split("=", 1)[1] if line else None
 
 
 def _minutes(run: Run) -> float | None:
@@ -123,10 +131,13 @@ def _minutes(run: Run) -> float | None:
 class Bench:
     """Runs ``runs`` ``jobs`` at a time (see the module docstring); ``run()`` returns the failed ones."""
 
-    def __init__(self, runs: list[Run], jobs: int, stream: IO[str] | None = None) -> None:
+    def __init__(self, runs: list[Run], jobs: int, stream: IO[str] | None = None, configs: Path | None = None,
+                 release_wait_s: float = RELEASE_WAIT_S) -> None:
         self.runs, self.jobs = runs, jobs
         self.stream = stream or sys.stderr
-        self.active: dict[subprocess.Popen, Run] = {}
+        self.configs = configs if configs is not None else configs_dir([run.entry for run in runs])
+        self.release_wait_s = release_wait_s
+        self.active: dict[Child, Run] = {}
         self.signal: int | None = None
 
     def _eta_minutes(self, pending: list[Run]) -> float:
@@ -145,11 +156,7 @@ class Bench:
               f"about {eta:.0f} min left", file=self.stream, flush=True)
 
     def _start(self, run: Run) -> None:
-        command = run.steps.pop(0)
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                   env={**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS",
-                                                                                             "1")})
-        self.active[process] = run
+        self.active[start_child(run.steps.pop(0))] = run
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signal = self.signal or signum
@@ -157,16 +164,51 @@ class Bench:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)  # each run saves its checkpoint and exits
 
+    def _plan(self, run: Run, deadline: float) -> None:
+        """``run.steps``, once the killed runner's child (saving on its SIGTERM) has let go of its directory; a
+        run that cannot be planned gets ``error``."""
+        if not wait_for_release(run.path, max(0.0, deadline - time.monotonic()), lambda: self.signal is not None):
+            if self.signal is None:
+                run.error = (f"'{run.path}' is in use by another zoo process (pid {lock_holder(run.path) or '?'}) "
+                             f"after waiting {self.release_wait_s:.0f} s: stop it, then run zoo bench again")
+            return
+        try:
+            run.steps = plan(run, self.configs)
+        except ZooError as exc:
+            run.error = str(exc)
+
+    def _ended(self, process: Child, run: Run) -> bool:
+        """Take in a child that ended; True when ``run`` is done (finished or failed), False when it goes on."""
+        output = process.read_output()
+        if self.signal is not None:  # stopped (it saved): the next start goes on from there
+            return False
+        if process.returncode != 0:
+            run.error = _error_line(output, process.returncode)
+        elif process.args[3] == "run" and "--config" in process.args and (
+                (trained := _trained_into(output)) is None or Path(trained) != run.path):
+            run.error = f"zoo run trained into '{trained}' instead of '{run.path}'"  # never counted as this seed
+        elif run.steps:
+            self._start(run)
+            return False
+        elif process.args[3] == "eval":
+            try:
+                read_final_returns(run.path)
+            except ZooError as exc:
+                run.error = str(exc)
+        return True
+
     def run(self) -> list[Run]:
         """Do what is left of every run; the runs that failed (with ``error``)."""
-        pending = []
-        for run in self.runs:
-            run.steps = plan(run)
-            if run.steps:
-                pending.append(run)
-        done = len(self.runs) - len(pending)
         previous = {signum: signal.signal(signum, self._on_signal) for signum in _SIGNALS}
         try:
+            deadline = time.monotonic() + self.release_wait_s  # one wait for all: the killed children die together
+            for run in self.runs:
+                if self.signal is None:
+                    self._plan(run, deadline)
+            pending = [run for run in self.runs if run.steps and run.error is None]
+            if self.signal is not None:
+                pending = []
+            done = len(self.runs) - len(pending)
             self._report(done, pending)
             while self.active or (pending and self.signal is None):
                 while pending and len(self.active) < self.jobs and self.signal is None:
@@ -177,17 +219,9 @@ class Bench:
                     continue
                 for process in finished:
                     run = self.active.pop(process)
-                    err = process.stderr.read() if process.stderr else ""
-                    if self.signal is not None:  # stopped (it saved): the next start goes on from there
-                        continue
-                    if process.returncode != 0:
-                        lines = [line for line in err.splitlines() if line.startswith("zoo:")] or err.splitlines()
-                        run.error = lines[-1] if lines else f"exit code {process.returncode}"
-                    elif run.steps:
-                        self._start(run)
-                        continue
-                    done += 1
-                    self._report(done, pending)
+                    if self._ended(process, run):
+                        done += 1
+                        self._report(done, pending)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -195,13 +229,14 @@ class Bench:
 
 
 def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "runs",
-          stream: IO[str] | None = None) -> int:
+          stream: IO[str] | None = None, configs: str | Path | None = None) -> int:
     """Run ``seeds`` seeds (0 .. seeds-1) of every entry of ``suites``; the exit code (0 all done, 1 a run
-    failed, 128 + N after signal N)."""
+    failed, 128 + N after signal N). ``configs``: the folder of the suites' config files (default
+    ``configs_dir``)."""
     if seeds < 1 or jobs < 1:
         raise ConfigError(f"--seeds and --jobs must be at least 1, got {seeds} and {jobs}")
     entries = entries_of(suites)
-    configs_dir()
+    configs = Path(configs) if configs is not None else configs_dir(entries)
     root = Path(runs_dir) / "bench"
     root.mkdir(parents=True, exist_ok=True)
     lock = open(root / ".lock", "a+")  # noqa: SIM115 - held for the whole bench
@@ -213,7 +248,7 @@ def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "run
     try:
         # Seed-major: the entries a suite compares (SAC and SAC-ACE, say) finish their seeds side by side.
         runs = [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(seeds) for entry in entries]
-        runner = Bench(runs, jobs, stream)
+        runner = Bench(runs, jobs, stream, configs)
         failed = runner.run()
     finally:
         lock.close()
