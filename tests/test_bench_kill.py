@@ -186,7 +186,8 @@ def test_a_child_gets_sigterm_when_its_parent_is_killed(tmp_path):
 
 
 def test_wait_for_release_waits_for_the_lock_holder_and_is_bounded(tmp_path):
-    from zoo.run.children import lock_holder, wait_for_release
+    from zoo.run.children import wait_for_release
+    from zoo.run.run_dir import lock_owner
 
     assert wait_for_release(tmp_path / "missing", timeout_s=0.1) and not (tmp_path / "missing").exists()
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; h = open(sys.argv[1], 'a+'); "
@@ -194,9 +195,9 @@ def test_wait_for_release_waits_for_the_lock_holder_and_is_bounded(tmp_path):
                                "flush=True); time.sleep(float(sys.argv[2]))", str(tmp_path / ".lock"), "1.5"],
                               stdout=subprocess.PIPE, text=True)
     holder.stdout.readline()
-    assert lock_holder(tmp_path) == str(holder.pid)
+    assert lock_owner(tmp_path) == str(holder.pid)
     started = time.monotonic()
     assert not wait_for_release(tmp_path, timeout_s=0.3)
     assert 0.3 <= time.monotonic() - started < 1.0
-    assert wait_for_release(tmp_path, timeout_s=10) and lock_holder(tmp_path) is None
+    assert wait_for_release(tmp_path, timeout_s=10) and lock_owner(tmp_path) is None
     holder.wait()

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import ZooError, first_line
+from ..errors import ZooError
+from ..errors import refused_write as refused_write_line
 from ..run.state_files import atomic_write_text
 
 
@@ -24,7 +25,7 @@ def refused_write(path: Path) -> Iterator[None]:
             fix = "make its folder writable, or write it elsewhere"
         else:
             fix = "check the disk and the folder, or write it elsewhere"
-        raise ZooError(f"cannot write '{path}' ({exc.strerror or first_line(exc)}): {fix}") from None
+        raise ZooError(refused_write_line(path, exc, fix)) from None
 
 
 def write_text(path: Path, text: str) -> None:

@@ -40,8 +40,8 @@ from typing import IO, Any
 
 from ..errors import ConfigError, ZooError
 from ..lifetime import exit_cause
-from ..run.children import RELEASE_WAIT_S, Child, lock_holder, start_child, wait_for_release
-from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE
+from ..run.children import RELEASE_WAIT_S, Child, start_child, wait_for_release
+from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE, lock_owner
 from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, read_final_returns
 from .suites import SUITES, Entry
 
@@ -169,7 +169,7 @@ class Bench:
         run that cannot be planned gets ``error``."""
         if not wait_for_release(run.path, max(0.0, deadline - time.monotonic()), lambda: self.signal is not None):
             if self.signal is None:
-                run.error = (f"'{run.path}' is in use by another zoo process (pid {lock_holder(run.path) or '?'}) "
+                run.error = (f"'{run.path}' is in use by another zoo process (pid {lock_owner(run.path) or '?'}) "
                              f"after waiting {self.release_wait_s:.0f} s: stop it, then run zoo bench again")
             return
         try:

@@ -16,7 +16,6 @@ saving on its SIGTERM) to let go of it, so that the next owner finds it free ins
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from ..lifetime import die_with_parent
-from .run_dir import LOCK_FILE
+from .run_dir import lock_owner
 
 # How long a new owner waits for a run directory's previous owner (saving after its SIGTERM) to let go of it.
 RELEASE_WAIT_S = 60.0
@@ -61,27 +60,12 @@ def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cw
     return child
 
 
-def lock_holder(run_dir: str | Path) -> str | None:
-    """The pid (as the lock file says, or "?") of the process holding ``run_dir``'s lock; None when none does."""
-    path = Path(run_dir) / LOCK_FILE
-    try:
-        with open(path, "r+") as handle:  # r+: never creates the lock file (nor the folder) of a run
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return handle.read().strip() or "?"
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            return None
-    except OSError:  # no lock file, no folder: nobody holds it
-        return None
-
-
 def wait_for_release(run_dir: str | Path, timeout_s: float = RELEASE_WAIT_S, stop: Callable[[], bool] | None = None,
                      poll_s: float = 0.1) -> bool:
     """Wait until no process holds ``run_dir``'s lock; False after ``timeout_s`` seconds, or as soon as ``stop()``
     says so (a signal to this process), with the lock still held."""
     deadline = time.monotonic() + timeout_s
-    while lock_holder(run_dir) is not None:
+    while lock_owner(run_dir) is not None:
         if time.monotonic() >= deadline or (stop is not None and stop()):
             return False
         time.sleep(poll_s)
