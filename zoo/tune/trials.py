@@ -62,6 +62,7 @@ ERROR_ATTR = "zoo_error"
 BASE_CONFIG_FILE = "base_config.yaml"
 LOCKS = ".locks"
 ORPHAN_AFTER_S = 60.0
+POLL_S = 2.0  # how often an idle tuner asks the storage again
 FAILURES_IN_A_ROW = 3
 # How long an adopted trial waits for the run directory's previous owner (a child of a killed zoo tune, saving on
 # its SIGTERM) to let go of it.
@@ -386,8 +387,8 @@ class Tuner:
             self._collect()
             stopping = (self._stopping_at_once() or self.failures_in_a_row >= FAILURES_IN_A_ROW)
             started = False
-            # Asking the storage costs a query: when no trial could start, ask again every 2 s, not every tick.
-            if not stopping and len(self.active) < self.jobs and time.monotonic() - idle_since > 2.0:
+            # Asking the storage costs a query: when no trial could start, ask again every POLL_S, not every tick.
+            if not stopping and len(self.active) < self.jobs and time.monotonic() - idle_since > POLL_S:
                 while len(self.active) < self.jobs and (job := self._next()) is not None:
                     self._advance(job)
                     started = True
