@@ -13,6 +13,7 @@ import resource
 import sqlite3
 import sys
 import threading
+import time
 
 import pytest
 
@@ -77,6 +78,15 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setattr(Tuner, "_command", lambda self, job, index: [sys.executable, str(fake),
                                                                      *real(self, job, index)[4:]])
     monkeypatch.setattr(trials_module, "POLL_S", 0.1, raising=False)
+    waited = Tuner._wait_for_others if hasattr(Tuner, "_wait_for_others") else lambda self: None
+    started: list[float] = []
+
+    def wait_a_while(self):  # a tuner that would wait forever fails the test instead of hanging it
+        started.append(started[0] if started else time.monotonic())
+        assert time.monotonic() - started[0] < 10, "the tuner waits for a trial that never ends"
+        waited(self)
+
+    monkeypatch.setattr(Tuner, "_wait_for_others", wait_a_while, raising=False)
     study_dir = tmp_path / "runs" / "tiny"
     study_dir.mkdir(parents=True)
     (tmp_path / "runs" / "other_run").mkdir()
@@ -228,6 +238,8 @@ def test_a_study_never_adopts_a_folder_outside_its_own_and_counts_other_processe
     assert not trials_module.own(str(lab.dir / "trial_0"), "elsewhere", lab.dir, number, "here")
     assert trials_module.own(str(lab.dir / "trial_0"), "here", lab.dir, number, "here")
     assert not trials_module.own(str(lab.dir) + "/../tiny/trial_0", "here", lab.dir, number, "here")
+    assert not trials_module.own(str(lab.dir / "trial_1"), "here", lab.dir, number, "here")  # another's
+    assert not trials_module.own(f"/elsewhere/tiny/trial_{number}", "here", lab.dir, number, "here")
     # The other machine completes its trial half a second later: this tuner waits for it and asks for none.
     timer = threading.Timer(0.5, lambda: lab.study.tell(number, 3.0))
     timer.start()
