@@ -45,6 +45,9 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
                       help="write the base config with the best parameters (.yaml or .json) for zoo run --config")
     tune.add_argument("--out", metavar="FILE.png",
                       help="draw the optimisation history and parameter importances (matplotlib)")
+    tune.add_argument("--trust-imports", action="store_true",
+                      help="--best-config: import the modules the study's base config names (import_names, an env "
+                           "id's module:): only for studies you trust")
     tune.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return tune
 
@@ -109,7 +112,11 @@ def _search(args: argparse.Namespace) -> int:
     trial_base = apply_overrides(base, [("import_names", list(dict.fromkeys(names)))])
     if settings.budget is not None:
         trial_base = apply_overrides(trial_base, [("pipeline.max_env_steps", settings.budget)])
-    dump_config(trial_base, study_dir / BASE_CONFIG_FILE)
+    try:
+        dump_config(trial_base, study_dir / BASE_CONFIG_FILE)  # atomic: no temporary file is left
+    except OSError as exc:
+        raise ZooError(f"cannot write '{study_dir / BASE_CONFIG_FILE}' ({exc.strerror or exc}): free space or make "
+                       f"the folder writable, then run the same command again") from None
     print(f"zoo tune: study '{name}' ({settings.direction} {settings.metric}, {len(settings.parameters)} parameters, "
           f"{settings.pruner} pruner), trials in {study_dir}/trial_<k>", flush=True)
     seeds = [int(cfg.seed) + offset for offset in range(settings.seeds)]
@@ -145,7 +152,7 @@ def _read(args: argparse.Namespace) -> int:
     if args.show:
         print(table(study))
     if args.best_config:
-        path = write_best_config(study, args.best_config)
+        path = write_best_config(study, args.best_config, getattr(args, "trust_imports", False))
         print(f"wrote {path}: train it with zoo run --config {path}")
     if args.out:
         print(f"wrote {plot(study, args.out)}")

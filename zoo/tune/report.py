@@ -1,5 +1,11 @@
 """What a study found: the trials table (``--show``), the best trial's config (``--best-config``) and a figure of
-the optimisation history and the parameters' importances (``--out``)."""
+the optimisation history and the parameters' importances (``--out``).
+
+A study may come from anyone (a shared database): its base config and rows are data. Reading one imports nothing
+its base config names (``import_names``, an env id's ``module:``) unless ``trust_imports`` (``zoo tune
+--trust-imports``), as ``zoo eval`` does for run directories (``zoo.run.load``); the best trial's parameters are
+only the space's, each checked against its distribution.
+"""
 
 from __future__ import annotations
 
@@ -30,11 +36,18 @@ def study_settings(study: Any) -> tuple[dict[str, Any], TuneSettings]:
     base = study.user_attrs.get(BASE_CONFIG_ATTR)
     if not isinstance(base, dict):
         raise ZooError(f"study '{study.study_name}' was not created by zoo tune (it records no base config)")
-    return base, parse_settings(base.get("tune"), base["policy"]["type"])
+    policy = base.get("policy")
+    if not isinstance(policy, dict) or not isinstance(policy.get("type"), str):
+        raise ZooError(f"study '{study.study_name}' records a base config without policy.type: it was not created "
+                       f"by zoo tune, or its database was damaged")
+    return base, parse_settings(base.get("tune"), policy["type"])
 
 
 def _params(trial: Any, settings: TuneSettings) -> str:
-    values = settings.config_values(trial.params)
+    try:
+        values = settings.config_values(trial.params)
+    except ZooError:  # shown as stored: a table runs nothing
+        values = dict(trial.params)
     return " ".join(f"{key}={_number(value) if not isinstance(value, list) else value}"
                     for key, value in values.items()) or "-"
 
@@ -72,29 +85,54 @@ def table(study: Any) -> str:
     return "\n".join(lines)
 
 
-def write_best_config(study: Any, path: str | Path) -> Path:
+def _refuse_imports(study: Any, base: dict[str, Any]) -> None:
+    names = base.get("import_names")
+    env = base.get("env")
+    env_id = env.get("id") if isinstance(env, dict) else None
+    if names:
+        what = f"names import_names {names!r}"
+    elif isinstance(env_id, str) and ":" in env_id:
+        what = f"has the env id '{env_id}', whose module gymnasium would import"
+    else:
+        return
+    raise ConfigError(f"the base config of study '{study.study_name}' {what}: zoo imports no code a study names "
+                      f"(it could come from anyone); if you trust this study, pass --trust-imports")
+
+
+def write_best_config(study: Any, path: str | Path, trust_imports: bool = False) -> Path:
     """Write the study's base config with the best trial's parameters applied (YAML, or JSON for ``.json``), as
-    ``zoo run --config PATH`` runs it; the run is named ``<study>_best``."""
+    ``zoo run --config PATH`` runs it; the run is named ``<study>_best``. Without ``trust_imports``, a base config
+    that needs code imported is refused in one line (see the module docstring)."""
     path = Path(path)
     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise ConfigError(f"--best-config '{path}': write a .yaml (or .json) file, which zoo run --config reads")
     if not path.parent.is_dir():
         raise ConfigError(f"cannot write '{path}': the folder '{path.parent}' does not exist")
     base, settings = study_settings(study)
+    if not trust_imports:
+        _refuse_imports(study, base)
     best = best_trial(study)
     if best is None:
         raise ZooError(f"study '{study.study_name}' has no completed trial yet: run zoo tune first")
-    overrides = [*settings.config_values(best.params).items(), ("exp_name", f"{study.study_name}_best")]
+    try:
+        values = settings.config_values(best.params)
+    except ZooError as exc:
+        raise ZooError(f"the best trial {best.number} of study '{study.study_name}': {exc}") from None
+    overrides = [*values.items(), ("exp_name", f"{study.study_name}_best")]
     try:
         # Resolved here, as zoo run will resolve it: what is written runs as it is.
-        cfg = resolve_config(base, overrides)
+        cfg = resolve_config(base, overrides, trusted=trust_imports)
     except ZooError as exc:
         raise ZooError(f"the best config of study '{study.study_name}' does not resolve on this machine: "
                        f"{first_line(exc, 200)}") from None
-    if path.suffix.lower() == ".json":
-        atomic_write_text(path, json.dumps(to_plain(cfg), indent=1) + "\n")
-    else:
-        dump_config(cfg, path)
+    try:
+        if path.suffix.lower() == ".json":
+            atomic_write_text(path, json.dumps(to_plain(cfg), indent=1) + "\n")
+        else:
+            dump_config(cfg, path)
+    except OSError as exc:  # the writers leave no temporary file behind
+        raise ZooError(f"cannot write '{path}' ({exc.strerror or first_line(exc)}): free space or choose another "
+                       f"--best-config") from None
     return path
 
 

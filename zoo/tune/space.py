@@ -118,6 +118,17 @@ class Parameter:
         """The config value of what Optuna stored for this parameter."""
         return json.loads(stored) if self.encoded else stored
 
+    def accepts(self, stored: Any) -> bool:
+        """Whether ``stored`` (a value read from a study, which may come from anyone) is one this parameter's
+        distribution can yield: a number of the right type within the bounds, or exactly one of the choices."""
+        if self.kind in ("uniform", "log_uniform", "int", "log_int"):
+            whole = self.kind in ("int", "log_int")
+            if not _number(stored) or (whole and not isinstance(stored, int)) or not math.isfinite(stored):
+                return False
+            return self.low <= stored <= self.high
+        # Type and value both: True == 1 == 1.0 in Python, but they are different config values.
+        return any(type(choice) is type(stored) and choice == stored for choice in self.stored_choices())
+
     def probes(self) -> list[Any]:
         """Values that must all be valid config values: the bounds (as the type the distribution yields) or every
         choice."""
@@ -163,11 +174,19 @@ class TuneSettings:
         return next((p for p in self.parameters if p.key == key), None)
 
     def config_values(self, stored: Mapping[str, Any]) -> dict[str, Any]:
-        """Config values (dotted key -> value) of the parameters Optuna stored for a trial."""
+        """Config values (dotted key -> value) of the parameters Optuna stored for a trial: exactly the space's
+        keys, each value checked (``accepts``); anything else the trial holds (a ``runs_dir``, a ``seed``) is left
+        out. A missing parameter or a value outside its distribution is one ZooError line: a study's rows are
+        data, and a trial run with them would not be a trial of this space."""
         values = {}
-        for key, value in stored.items():
-            parameter = self.parameter(key)
-            values[key] = value if parameter is None else parameter.config_value(value)
+        for parameter in self.parameters:
+            if parameter.key not in stored:
+                raise ZooError(f"the trial has no value for {parameter.key} (not a trial of this search space)")
+            value = stored[parameter.key]
+            if not parameter.accepts(value):
+                raise ZooError(f"the trial's {parameter.key} = {value!r} is outside the search space "
+                               f"({parameter.describe()})")
+            values[parameter.key] = parameter.config_value(value)
         return values
 
 

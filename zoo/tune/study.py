@@ -44,6 +44,14 @@ def optuna_module() -> Any:
     return optuna
 
 
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions of a study database that failed under a running study (SQLAlchemy's: a disk I/O error, a
+    lock held beyond the timeout, a read-only file; Optuna's own wrapper of them)."""
+    import sqlalchemy.exc
+
+    return sqlalchemy.exc.SQLAlchemyError, optuna_module().exceptions.StorageInternalError
+
+
 def check_study_name(name: Any) -> str:
     """A study name, which is also a folder under runs_dir: refused in one line unless a plain folder name."""
     bad = (not isinstance(name, str) or name.strip() in ("", ".", "..") or name != name.strip()

@@ -12,17 +12,23 @@ row's env steps, and the study's pruner is asked. An evaluation a resumed run ma
 value: resume is exact) is not reported twice. When the pruner prunes, the trial records it (user attribute
 ``zoo_pruned_at``: the env steps) before ``should_stop`` answers True, so that the run then saves its checkpoint
 and ends with reason ``callback``, and ``zoo tune`` (this one or, after a kill, the next) marks the trial pruned.
+When the study database fails under the run (a disk I/O error, a lock held beyond the timeout, a read-only file),
+the run stops as on SIGTERM: it saves and ends ``interrupted``, its trial stays RUNNING, and the next ``zoo tune``
+continues it from that checkpoint.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import first_line
 from ..hookspecs import hookimpl
 from .space import parse_settings
-from .study import load_study, make_pruner, open_storage, optuna_module
+from .study import load_study, make_pruner, open_storage, optuna_module, storage_errors
 
 ENV_STORAGE = "ZOO_TUNE_STORAGE"
 ENV_STUDY = "ZOO_TUNE_STUDY"
@@ -70,9 +76,14 @@ def _active(cfg: Mapping[str, Any]) -> _Reporter | None:
 @hookimpl
 def on_evaluation(returns: list, row: dict, run_dir: str | None, cfg: dict) -> None:
     """Report the evaluation's row to the trial and ask the pruner (see the module docstring)."""
-    reporter = _active(cfg)
-    if reporter is not None:
-        reporter.evaluated(row)
+    try:
+        reporter = _active(cfg)
+        if reporter is not None:
+            reporter.evaluated(row)
+    except storage_errors() as exc:
+        logging.getLogger("zoo").warning(f"the study database failed ({first_line(exc, 200)}): stopping this trial's "
+                                         f"run as on SIGTERM (it saves; the next zoo tune continues it)")
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 @hookimpl

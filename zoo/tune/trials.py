@@ -1,5 +1,5 @@
-"""Running a study's trials: each one an ordinary run directory, trained by a ``zoo run`` child process, ``jobs``
-at a time; started again after a kill, the study goes on where it stopped.
+"""Running a study's trials: each one an ordinary run directory, trained by a ``zoo run`` child process, ``jobs`` at a
+time; started again after a kill, the study goes on where it stopped.
 
 Layout: ``<runs_dir>/<study>/trial_<k>/`` (with several seeds ``trial_<k>/seed_<s>/``, the seeds one after another,
 the objective their mean), beside ``base_config.yaml`` (the config every trial starts from) and ``.locks/``.
@@ -7,19 +7,27 @@ the objective their mean), beside ``base_config.yaml`` (the config every trial s
 Which trial is whose. Optuna leaves a trial RUNNING forever when the process that asked for it dies, so each trial
 records its run directory and host (user attributes ``zoo_run_dir``, ``zoo_host``), and the ``zoo tune`` process
 that runs it holds an flock on ``.locks/trial_<k>.lock`` for as long as it does (the OS releases it when the process
-dies, however it dies). A RUNNING trial whose run directory belongs here (this host, or a run directory this
-machine sees) and whose lock no process holds is this study's own stale trial: it is adopted and continued with the
-same parameters, each seed's run directory as far as it got: ``model.pt`` there: finished (its metrics give the
-objective); ``config.yaml`` there: ``zoo run --resume`` (from its checkpoint, never from the start); a directory
-killed before its config: trained afresh. A trial the pruner pruned records it first (``zoo_pruned_at``), so a kill
-between the prune and the ``tell`` still ends it pruned. A RUNNING trial without a run directory (killed between
-Optuna's ask and the first attribute, a few milliseconds) never trained: after a minute it is marked failed.
+dies, however it dies). A RUNNING trial whose recorded run directory is exactly ``<study>/trial_<its number>`` here
+(this host, or a run directory this machine sees) and whose lock no process holds is this study's own stale trial:
+it is adopted and continued with the same parameters (only the space's, each checked against its distribution: a
+trial holding anything else fails, never runs), each seed's run directory as far as it got: ``model.pt`` there:
+finished (its metrics give the objective); ``config.yaml`` there: ``zoo run --resume`` (from its checkpoint, never
+from the start); a directory killed before its config: trained afresh. The rows are data (``ownership``): a row zoo
+could not have written fails, and the only folder ever removed is the job's own config-less seed directory. A trial
+the pruner pruned records it first (``zoo_pruned_at``), so a kill between the prune and the ``tell`` still ends it
+pruned. A RUNNING trial without a run directory (killed between Optuna's ask and the first attribute, a few
+milliseconds) never trained: after a minute it is marked failed.
 
 New trials are asked for only while completed + pruned + running trials (of every process of the study) are fewer
-than ``--trials``, so the study ends with exactly that many completed-or-pruned trials. A trial whose run fails is
-a failed trial and another takes its place; three failures in a row stop the command (the config is probably
-wrong). A stop signal (Ctrl-C, SIGTERM, SIGHUP) goes to the trials' runs, which save; their trials stay RUNNING
-and the same command continues them. The children die with this process (SIGTERM, so they save) if it is killed.
+than ``--trials``, so the study ends with exactly that many completed-or-pruned trials; with nothing to run here and
+the count not reached, the command waits for the other processes' trials (exit 0 only at the count). A trial whose
+run fails is a failed trial and another takes its place; three failures in a row stop the command (the config is
+probably wrong). A run whose write the system refused (its error line says ``cannot write``: a full disk, a quota, a
+read-only folder) is no failure of the trial: the command stops at once (the other runs save as on SIGTERM) with
+that line and exit 2, and the trial stays RUNNING for the next ``zoo tune`` to continue from its checkpoint. A study
+database that fails mid-search (disk I/O error, a lock held beyond the timeout, read-only) stops it the same way. A
+stop signal (Ctrl-C, SIGTERM, SIGHUP) goes to the trials' runs, which save; their trials stay RUNNING and the same
+command continues them. The children die with this process (SIGTERM, so they save) if it is killed.
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ import datetime
 import fcntl
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -40,12 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import ZooError
+from ..errors import ZooError, first_line
 from ..lifetime import die_with_parent, exit_cause
 from ..run.metrics_files import METRICS_JSONL, read_rows
 from ..run.run_dir import CONFIG_FILE, LOCK_FILE, MODEL_FILE
+from .ownership import Refused, check_folders, clear_unconfigured, malformed, own, trial_folder
 from .space import TuneSettings
-from .study import optuna_module
+from .study import optuna_module, redact, storage_errors
 from .trial_callbacks import ENV_REPORT, ENV_STORAGE, ENV_STUDY, ENV_TRIAL, PRUNED_ATTR
 
 RUN_DIR_ATTR = "zoo_run_dir"
@@ -54,6 +62,7 @@ ERROR_ATTR = "zoo_error"
 BASE_CONFIG_FILE = "base_config.yaml"
 LOCKS = ".locks"
 ORPHAN_AFTER_S = 60.0
+POLL_S = 2.0  # how often an idle tuner asks the storage again
 FAILURES_IN_A_ROW = 3
 # How long an adopted trial waits for the run directory's previous owner (a child of a killed zoo tune, saving on
 # its SIGTERM) to let go of it.
@@ -129,13 +138,20 @@ class Tuner:
         self.failures_in_a_row = 0
         self.last_error: str | None = None
         self.skipped: set[int] = set()  # stale trials whose run directory another process holds
+        self.reached = False  # the study has its completed + pruned trials
+        self.refused: str | None = None  # the line of a trial whose write the system refused
+        self.waiting = False
         self.state = optuna_module().trial.TrialState
 
     # -- trials: which to run next -------------------------------------------------------------------------
     def _lock(self, number: int) -> IO[str] | None:
         folder = self.study_dir / LOCKS
-        folder.mkdir(exist_ok=True)
-        handle = open(folder / f"trial_{number}.lock", "a+")  # noqa: SIM115 - held while the trial runs here
+        try:
+            folder.mkdir(exist_ok=True)
+            handle = open(folder / f"trial_{number}.lock", "a+")  # noqa: SIM115 - held while the trial runs here
+        except OSError as exc:
+            raise ZooError(f"cannot write '{folder / f'trial_{number}.lock'}' ({exc.strerror}): free space or "
+                           f"make {self.study_dir} writable, then run the same command again") from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -146,9 +162,13 @@ class Tuner:
         handle.flush()
         return handle
 
-    def _own(self, attrs: dict[str, Any]) -> bool:
-        path = Path(attrs[RUN_DIR_ATTR])
-        return path.parent == self.study_dir and (attrs.get(HOST_ATTR) == self.host or path.exists())
+    def _fail_row(self, number: int, error: str) -> None:
+        """Fail a RUNNING trial that is nobody's (see ``ownership``), without counting it as a failure here."""
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(
+            self.storage.get_study_id_from_name(self.study.study_name), number)
+        self.storage.set_trial_user_attr(trial_id, ERROR_ATTR, error)
+        self.study.tell(number, state=self.state.FAIL, skip_if_finished=True)
+        self.say(f"trial {number} failed: {error}")
 
     def _counts(self, trials: list[Any]) -> tuple[int, int]:
         done = sum(t.state in (self.state.COMPLETE, self.state.PRUNED) for t in trials)
@@ -165,11 +185,23 @@ class Tuner:
                 if (now - started).total_seconds() > ORPHAN_AFTER_S:  # it never got as far as training
                     self.study.tell(trial.number, state=self.state.FAIL, skip_if_finished=True)
                 continue
-            if self._own(trial.user_attrs) and (lock := self._lock(trial.number)) is not None:
+            recorded = trial.user_attrs[RUN_DIR_ATTR]
+            if malformed(recorded, self.study.study_name, trial.number):
+                self._fail_row(trial.number, f"its run directory {str(recorded)[:200]!r} is not "
+                                             f"<study>/trial_{trial.number}: not a trial zoo tune started")
+                continue
+            if (own(recorded, trial.user_attrs.get(HOST_ATTR), self.study_dir, trial.number, self.host)
+                    and (lock := self._lock(trial.number)) is not None):
+                try:
+                    values = self.settings.config_values(trial.params)
+                except ZooError as exc:
+                    lock.close()
+                    self._fail_row(trial.number, str(exc))
+                    continue
                 self.say(f"trial {trial.number} was left running by a stopped zoo tune: continuing it")
-                return Job(trial.number, self.settings.config_values(trial.params),
-                           Path(trial.user_attrs[RUN_DIR_ATTR]), lock, list(self.seeds))
+                return Job(trial.number, values, trial_folder(self.study_dir, trial.number), lock, list(self.seeds))
         done, running = self._counts(trials)
+        self.reached = done >= self.trials
         if done + running >= self.trials:
             return None
         trial = self.study.ask()
@@ -177,8 +209,8 @@ class Tuner:
         lock = self._lock(trial.number)
         if lock is None:
             raise RuntimeError(f"the lock of the new trial {trial.number} is held")  # no other trial has its number
-        folder = self.study_dir / f"trial_{trial.number}"
-        if folder.exists():  # not this study's: a study of the same name in another storage, or a deleted one
+        folder = trial_folder(self.study_dir, trial.number)
+        if os.path.lexists(folder):  # not this study's: a study of the same name in another storage, or a deleted one
             self.study.tell(trial.number, state=self.state.FAIL)
             lock.close()
             raise ZooError(f"'{folder}' exists but belongs to no trial of study '{self.study.study_name}' in this "
@@ -193,8 +225,8 @@ class Tuner:
         path = job.run_path(index)
         if (path / CONFIG_FILE).is_file():
             return [sys.executable, "-m", "zoo", "run", "--resume", str(path), "-q"]
-        if path.exists():
-            shutil.rmtree(path)  # killed before it wrote its config: it trained nothing
+        if os.path.lexists(path):
+            clear_unconfigured(self.study_dir, job.number, job.seeds, path)  # killed before its config
         path.parent.mkdir(parents=True, exist_ok=True)
         sets = {"runs_dir": str(path.parent), "exp_name": path.name, "seed": job.seeds[index], **job.values}
         command = [sys.executable, "-m", "zoo", "run", "--config", str(self.study_dir / BASE_CONFIG_FILE), "-q"]
@@ -217,13 +249,17 @@ class Tuner:
             path = job.run_path(index)
             if PRUNED_ATTR in self.storage.get_trial(self._trial_id(job)).user_attrs:
                 return self._finish(job, self.state.PRUNED)
+            try:
+                check_folders(self.study_dir, job.number, path)
+            except Refused as exc:
+                return self._finish(job, self.state.FAIL, str(exc), counts=False)
             if (path / MODEL_FILE).is_file():
                 value = objective(path, self.settings)
                 if value is None:
                     return self._finish(job, self.state.FAIL, f"no metrics row of {path} has {self.settings.metric}")
                 job.results.append(value)
                 continue
-            if self.signal is not None:
+            if self._stopping_at_once():
                 return self._release(job)  # stopping: the next zoo tune starts this seed
             if not self._wait_for_release(path):
                 if self.signal is None:
@@ -235,7 +271,12 @@ class Tuner:
                    ENV_TRIAL: str(job.number), ENV_REPORT: "1" if index == 0 else "0"}
             env.setdefault("OPENBLAS_NUM_THREADS", "1")
             # Its own session: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
-            job.process = subprocess.Popen(self._command(job, index), stdout=job.output, stderr=subprocess.STDOUT,
+            try:
+                command = self._command(job, index)
+            except Refused as exc:
+                job.output.close()
+                return self._finish(job, self.state.FAIL, str(exc), counts=False)
+            job.process = subprocess.Popen(command, stdout=job.output, stderr=subprocess.STDOUT,
                                            text=True, env=env, start_new_session=True, preexec_fn=die_with_parent)
             self.active[job.number] = job
             return None
@@ -246,13 +287,14 @@ class Tuner:
         study_id = self.storage.get_study_id_from_name(self.study.study_name)
         return self.storage.get_trial_id_from_study_id_trial_number(study_id, job.number)
 
-    def _finish(self, job: Job, state: Any, error: str | None = None, value: float | None = None) -> None:
+    def _finish(self, job: Job, state: Any, error: str | None = None, value: float | None = None,
+                counts: bool = True) -> None:
         if error is not None:
             self.storage.set_trial_user_attr(self._trial_id(job), ERROR_ATTR, error)
         frozen = self.study.tell(job.number, values=value, state=state, skip_if_finished=True)
         self._release(job)
         if state == self.state.FAIL:
-            self.failures_in_a_row += 1
+            self.failures_in_a_row += counts  # a refused folder says nothing about the config
             self.last_error = error
             self.say(f"trial {job.number} failed: {error}")
         else:
@@ -276,49 +318,59 @@ class Tuner:
             job.output.close()
             job.process = job.output = None
             summary = _summary_line(output)
-            if summary.get("reason") == "interrupted" or (self.signal is not None and code != 0):
+            error = _error_line(output, code)
+            if summary.get("reason") == "interrupted" or (self._stopping_at_once() and code != 0):
                 self._release(job)  # saved (or stopped at once): it stays RUNNING for the next zoo tune
             elif code == 0:
                 self._advance(job)
+            elif "cannot write" in error:
+                # The system refused a write (full disk, quota, read-only): no fault of the trial's parameters.
+                # The trial stays RUNNING, as after a stop; the next zoo tune continues it from its checkpoint.
+                self._release(job)
+                self.refused = self.refused or f"trial {job.number}: {error}"
+                self._stop_children(signal.SIGTERM)
             else:
-                self._finish(job, self.state.FAIL, _error_line(output, code))
+                self._finish(job, self.state.FAIL, error)
+
+    def _stopping_at_once(self) -> bool:
+        return self.signal is not None or self.refused is not None
+
+    def _stop_children(self, signum: int) -> None:
+        for job in self.active.values():
+            if job.process is not None and job.process.poll() is None:
+                job.process.send_signal(signum)
 
     # -- the loop ------------------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
         again = self.signal is not None
         self.signal = self.signal or signum
-        for job in self.active.values():
-            if job.process is not None and job.process.poll() is None:
-                # First signal: every run saves after its iteration; a second Ctrl-C stops them at once.
-                job.process.send_signal(signal.SIGINT if again and signum == signal.SIGINT else signal.SIGTERM)
+        # First signal: every run saves after its iteration; a second Ctrl-C stops them at once.
+        self._stop_children(signal.SIGINT if again and signum == signal.SIGINT else signal.SIGTERM)
 
     def run(self) -> int:
-        """Run trials until the study has ``trials`` completed or pruned ones; the exit code (0, 1 after
-        ``FAILURES_IN_A_ROW`` failures in a row, 128 + N after signal N)."""
+        """Run trials until the study has ``trials`` completed or pruned ones; the exit code (0 only then, 1 after
+        ``FAILURES_IN_A_ROW`` failures in a row, 128 + N after signal N). A refused write (a trial's or the study
+        database's) stops the command at once: the runs save as on SIGTERM, their trials stay RUNNING for the next
+        zoo tune, and a ZooError line names what could not be written."""
         previous = {signum: signal.signal(signum, self._on_signal) for signum in _SIGNALS}
-        idle_since = 0.0
         try:
-            while True:
-                self._collect()
-                stopping = self.signal is not None or self.failures_in_a_row >= FAILURES_IN_A_ROW
-                started = False
-                # Asking the storage costs a query: when no trial could start, ask again every 2 s, not every tick.
-                if not stopping and len(self.active) < self.jobs and time.monotonic() - idle_since > 2.0:
-                    while len(self.active) < self.jobs and (job := self._next()) is not None:
-                        self._advance(job)
-                        started = True
-                    idle_since = 0.0 if started else time.monotonic()
-                if not self.active and not started and (stopping or idle_since):
-                    break
-                time.sleep(0.1)
+            self._loop()
+        except storage_errors() as exc:
+            where = self.url if not self.url.startswith("sqlite") else self.url.split("://", 1)[1][1:]
+            self.refused = (f"the study database '{redact(where)}' failed ({type(exc).__name__}: "
+                            f"{first_line(exc, 200).strip()})")
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             for job in list(self.active.values()):
-                if job.process is not None and job.process.poll() is None:
-                    job.process.terminate()
+                if job.process is not None:
+                    if job.process.poll() is None:
+                        job.process.terminate()  # SIGTERM: the run saves
                     job.process.wait()
                 self._release(job)
+        if self.refused is not None:
+            raise ZooError(f"{self.refused}; the running trials' runs saved and stay RUNNING: fix that, then run "
+                           f"the same command again")
         if self.signal is not None:
             self.say(f"stopped by {signal.Signals(self.signal).name}: the trials' runs saved; run the same command "
                      f"again to continue")
@@ -328,3 +380,30 @@ class Tuner:
                      f"the search space, then run the same command again")
             return 1
         return 0
+
+    def _loop(self) -> None:
+        idle_since = 0.0
+        while True:
+            self._collect()
+            stopping = (self._stopping_at_once() or self.failures_in_a_row >= FAILURES_IN_A_ROW)
+            started = False
+            # Asking the storage costs a query: when no trial could start, ask again every POLL_S, not every tick.
+            if not stopping and len(self.active) < self.jobs and time.monotonic() - idle_since > POLL_S:
+                while len(self.active) < self.jobs and (job := self._next()) is not None:
+                    self._advance(job)
+                    started = True
+                idle_since = 0.0 if started else time.monotonic()
+                if not started and not self.active and not self.reached:
+                    self._wait_for_others()
+            if not self.active and not started and (stopping or (idle_since and self.reached)):
+                return
+            time.sleep(0.1)
+
+    def _wait_for_others(self) -> None:
+        """Nothing to run here but the study is short of its count: other processes' trials are RUNNING (or a
+        trial without a run directory, failed once orphaned): wait for them, said once."""
+        if not self.waiting:
+            self.waiting = True
+            self.say(f"waiting for the trials other processes run (a trial that never got a run directory is "
+                     f"failed after {ORPHAN_AFTER_S:.0f} s)")
+        self.skipped.clear()  # their holders may have let go: try them again
