@@ -2,8 +2,12 @@
 
 A signal does not interrupt the iteration in progress: the loop finishes it (rollout, update, metrics row),
 saves that consistent state and exits with the conventional code 128 + signal number, so a resumed run continues
-exactly as if it had never stopped. A second Ctrl-C stops at once without saving (the previous checkpoint stays
-intact, as checkpoints are written atomically).
+exactly as if it had never stopped. Except when it arrives during one of the user's env calls (``step``/``reset``,
+which may never return): the handler then raises ``EnvCallInterrupted`` out of the call, and the loop saves the
+state as of the end of the last completed iteration (a resume then starts fresh episodes: not exact). An env call
+that starts after the signal and runs longer than ``zoo.envs.calls.STOP_GRACE_S`` is interrupted the same way. A
+second Ctrl-C stops at once without saving (the previous checkpoint stays intact, as checkpoints are written
+atomically).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
+
+from ..envs.calls import EnvCallInterrupted, in_env_call, request_stop
 
 _CATCH = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -45,15 +51,23 @@ class StopSignals:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        call = in_env_call()
         if self.received is not None:
             if signum == signal.SIGINT:  # a second Ctrl-C: stop now, keep the last checkpoint
                 raise KeyboardInterrupt
+            if call is not None:
+                raise EnvCallInterrupted(f"a stop signal interrupted {call[1]}() of env '{call[0]}'")
             return
         self.received = signum
-        print(f"zoo: {signal.Signals(signum).name} received: {self.message} (Ctrl-C again to stop at once)",
+        request_stop()
+        message = self.message if call is None else (
+            f"interrupting {call[1]}() of env '{call[0]}' and saving the last completed iteration")
+        print(f"zoo: {signal.Signals(signum).name} received: {message} (Ctrl-C again to stop at once)",
               file=sys.stderr, flush=True)
         if self.on_first is not None:
             self.on_first(signum)
+        if call is not None:
+            raise EnvCallInterrupted(f"a stop signal interrupted {call[1]}() of env '{call[0]}'")
 
     @property
     def exit_code(self) -> int:

@@ -58,6 +58,13 @@ class VectorEnvPipeline(TrainingLoop):
     def components(self) -> dict[str, Any]:
         return {"collector": self.collector}
 
+    def iteration_mark(self) -> dict[str, Any]:
+        return {**super().iteration_mark(), "collector": self.collector.mark()}
+
+    def abandon_iteration(self, mark: dict[str, Any]) -> None:
+        super().abandon_iteration(mark)
+        self.collector.abandon(mark["collector"])
+
     def observation_normalizer(self) -> Any:
         return self.collector.normalize_observation()
 
