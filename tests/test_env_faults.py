@@ -71,9 +71,9 @@ if "Faulty-v0" not in gym.registry:
     gym.register("Faulty-v0", entry_point=Faulty, max_episode_steps=25)
 '''
 
-PPO = {"policy": {"type": "ppo", "hidden_sizes": [8], "epochs": 1, "minibatch_size": 32},
-       "pipeline": {"num_envs": 2, "rollout_steps": 16, "eval_every": 0, "checkpoint_every": 1000,
-                    "max_env_steps": 10**6, "log_every_s": 1000.0}}
+PPO = {"policy": {"type": "ppo", "hidden_sizes": [8], "epochs": 1, "minibatch_size": 32, "anneal_lr": False},
+       "pipeline": {"num_envs": 2, "normalize_obs": True, "normalize_reward": True, "rollout_steps": 16,
+                    "eval_every": 0, "checkpoint_every": 1000, "max_env_steps": 10**6, "log_every_s": 1000.0}}
 SAC = {"policy": {"type": "sac", "hidden_sizes": [8], "batch_size": 16},
        "pipeline": {"num_envs": 1, "buffer_size": 60, "learning_starts": 20, "steps_per_iteration": 25,
                     "eval_every": 0, "checkpoint_every": 1000, "max_env_steps": 10**6, "log_every_s": 1000.0}}
@@ -123,6 +123,30 @@ def _hang_then_sigterm(tmp_path: Path, base: dict, after: int, continuous: bool 
     return process.returncode, err, tmp_path / "runs" / "f"
 
 
+def _same(a, b) -> bool:
+    """Nested states equal, tensors and arrays element by element."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
+
+
+def _unbroken(tmp_path: Path, base: dict, budget: int, **env_kwargs) -> Path:
+    """The run directory of the same run with an env that behaves, stopped by its budget (a process like the
+    interrupted one: the same BLAS threads, so the same numbers)."""
+    folder = tmp_path / "unbroken"
+    folder.mkdir()
+    config = _config(folder, {**base, "pipeline": {**base["pipeline"], "max_env_steps": budget}}, **env_kwargs)
+    done = _zoo("run", "--config", str(config), "-q", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder / "runs" / "f"
+
+
 def _resume_and_check(tmp_path: Path, run: Path, saved_iteration: int, budget: int) -> None:
     """The run resumes from the saved iteration, says once that the resume is not exact, and ends with every
     iteration's metrics row exactly once."""
@@ -148,6 +172,13 @@ def test_sigterm_stops_a_ppo_run_hung_in_step_and_saves_its_last_completed_itera
     assert (state["loop"]["iteration"], state["loop"]["env_steps"], state["metrics_rows"]) == (2, 64, 2)
     assert state["components"]["collector"]["env"] is None  # the envs were mid-step: not saved
     assert [row["iteration"] for row in _rows(run)] == [1, 2]
+    # the state of iteration 2 exactly, normalisers' statistics included (the abandoned rollout updated them)
+    unbroken = load_weights_only(_unbroken(tmp_path, PPO, 64) / "checkpoint.pt")
+    assert _same(state["policy"], unbroken["policy"])
+    saved, reference = state["components"]["collector"], unbroken["components"]["collector"]
+    assert _same(saved["obs_normalizer"], reference["obs_normalizer"])
+    assert _same(saved["reward_normalizer"]["return_normalizer"]["return_rms"],
+                 reference["reward_normalizer"]["return_normalizer"]["return_rms"])
     _resume_and_check(tmp_path, run, 2, budget=128)
 
 
@@ -157,11 +188,16 @@ def test_sigterm_stops_an_sac_run_hung_in_step_and_undoes_its_partial_iteration(
     # 70th step interrupts iteration 3 after it added (and overwrote) rows and learned from them.
     code, err, run = _hang_then_sigterm(tmp_path, SAC, after=70, continuous=True)
     assert code == 143, err
-    state = load_weights_only(run / "checkpoint.pt", )
+    state = load_weights_only(run / "checkpoint.pt")
     assert (state["loop"]["iteration"], state["loop"]["env_steps"], state["metrics_rows"]) == (2, 50, 2)
     replay = load_weights_only(run / state["separate_files"]["replay"])
     # iteration 1's 25 steps and iteration 2's, minus the autoreset step after the episode that ended at step 25
     assert len(replay["reward"]) == 49
+    # weights, optimisers and replay rows exactly as an unbroken run had them after iteration 2
+    unbroken = _unbroken(tmp_path, SAC, 50, continuous=True)
+    reference = load_weights_only(unbroken / "checkpoint.pt")
+    assert _same(state["policy"], reference["policy"])
+    assert _same(replay, load_weights_only(unbroken / reference["separate_files"]["replay"]))
     _resume_and_check(tmp_path, run, 2, budget=125)
 
 

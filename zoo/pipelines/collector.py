@@ -81,6 +81,7 @@ class VectorCollector:
         self.resets = 0
         self._unsaved_reported = False
         self._episodes_lost = False  # a stop interrupted the envs mid-call (``abandon``)
+        self.report = True  # whether to warn about an inexact resume (one worker of several says it for all)
 
     @classmethod
     def from_config(cls, cfg: EasyDict, seed: int, reward_gamma: float | None = None) -> VectorCollector:
@@ -231,6 +232,8 @@ class VectorCollector:
         except Exception as exc:  # e.g. async workers: a resume then starts fresh episodes
             if not self._unsaved_reported:
                 self._unsaved_reported = True
+                if not self.report:
+                    return None
                 logging.getLogger("zoo").warning(
                     f"the envs of '{self.env_id}' cannot be saved with the checkpoint ({type(exc).__name__}: "
                     f"{first_line(exc, 80)}): a resumed run starts fresh episodes and is not exact; "
@@ -262,7 +265,7 @@ class VectorCollector:
             self._attach(venv)
             self.obs, self.pending_reset = obs, pending
         else:
-            if self.resets:  # episodes were in progress when the checkpoint was taken
+            if self.resets and self.report:  # episodes were in progress when the checkpoint was taken
                 why = ("a stop signal interrupted them mid-call" if state.get("interrupted")
                        else "they could not be saved")
                 logging.getLogger("zoo").warning(

@@ -45,6 +45,7 @@ class VectorEnvPipeline(TrainingLoop):
         cfg, pipe = self.cfg, self.cfg.pipeline
         reward_gamma = pipe.reward_gamma if pipe.reward_gamma is not None else cfg.policy.get("gamma")
         self.collector = VectorCollector.from_config(cfg, self.seeds["env"], reward_gamma)
+        self.collector.report = self.rank == 0
         try:
             obs_space, action_space = self.collector.observation_space, self.collector.action_space
             policy_class(cfg).check_spaces(obs_space, action_space)  # before the sizes: the clearer refusal first
