@@ -276,6 +276,21 @@ def test_an_evaluation_env_that_raises_is_one_line_naming_it(tmp_path):
                                  "shows the traceback)")
 
 
+IMPALA = {"policy": {"type": "impala", "hidden_sizes": [8]},
+          "pipeline": {"type": "parallel_async", "num_actors": 2, "num_envs": 2, "unroll_length": 8,
+                       "batch_unrolls": 2, "queue_size": 4, "eval_every": 0, "max_env_steps": 3_200}}
+
+
+def test_an_impala_actor_whose_env_raises_stops_the_run_in_one_line_naming_the_env(tmp_path, capsys):
+    config = _config(tmp_path, IMPALA, fault="raise-step", after=12)
+    assert main(["run", "--config", str(config), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(("zoo: error: actor 0 of 2 failed: ", "zoo: error: actor 1 of 2 "
+                                                                                    "failed: ")), err
+    assert "env 'faulty_envs:Faulty-v0' raised in step(): ValueError: boom" in err[0]
+    assert "(not restarted: it would fail the same way)" in err[0]
+
+
 def test_a_bug_in_zoo_s_own_wrappers_is_still_an_internal_error(tmp_path, capsys, monkeypatch):
     def broken(self, *args, **kwargs):
         raise KeyError("zoo's own bug")

@@ -21,6 +21,7 @@ import os
 import signal
 import threading
 import time
+from _thread import get_ident
 from collections.abc import Iterator
 from typing import Any
 
@@ -86,7 +87,17 @@ class GuardedCalls(gym.vector.VectorWrapper):
 
     def step(self, actions: Any) -> Any:
         """The wrapped env's ``step``, watched."""
-        return self._call("step", self.env.step, actions)
+        calls = _CALLS
+        if calls.env is not None or get_ident() != _MAIN_THREAD or self._quiet_async:
+            return self._call("step", self.env.step, actions)
+        calls.env, calls.call = self, "step"  # the common case inline: this runs at every step
+        calls.count += 1
+        try:
+            return self.env.step(actions)
+        except BaseException as exc:
+            raise self._failure("step", exc) from (exc if isinstance(exc, Exception) else None)
+        finally:
+            calls.env = None
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> Any:
         """The wrapped env's ``reset``, watched."""
@@ -94,32 +105,32 @@ class GuardedCalls(gym.vector.VectorWrapper):
 
     def _call(self, name: str, function: Any, *args: Any, **kwargs: Any) -> Any:
         calls = _CALLS
-        watched = calls.env is None and threading.get_ident() == _MAIN_THREAD
+        watched = calls.env is None and get_ident() == _MAIN_THREAD
         if watched:
             calls.env, calls.call = self, name
             calls.count += 1
         logger_level = _quiet_gymnasium() if self._quiet_async else None
         try:
             return function(*args, **kwargs)
-        except ZooError:
-            self.broken = True
-            raise
-        except _CallTimedOut:
-            self.broken = True
-            raise EnvError(f"env '{self.env_id}' did not return from {name}() within {calls.timeout_s:g} s "
-                           f"(env.call_timeout_s): fix the env or raise env.call_timeout_s") from None
-        except Exception as exc:
-            self.broken = True
-            raise EnvError(f"env '{self.env_id}' raised in {name}(): {type(exc).__name__}: {first_line(exc, 200)} "
-                           f"(ZOO_DEBUG=1 shows the traceback)") from exc
-        except BaseException:  # EnvCallInterrupted, KeyboardInterrupt: the env is left mid-call
-            self.broken = True
-            raise
+        except BaseException as exc:
+            raise self._failure(name, exc) from (exc if isinstance(exc, Exception) else None)
         finally:
             if watched:
                 calls.env = None
             if logger_level is not None:
                 gym.logger.min_level = logger_level
+
+    def _failure(self, name: str, exc: BaseException) -> BaseException:
+        """What to raise for ``exc`` out of the call ``name``: the user's exception as one EnvError line; zoo's
+        errors, interruptions (EnvCallInterrupted, KeyboardInterrupt) and exits as they are."""
+        self.broken = True
+        if isinstance(exc, _CallTimedOut):
+            return EnvError(f"env '{self.env_id}' did not return from {name}() within {_CALLS.timeout_s:g} s "
+                            f"(env.call_timeout_s): fix the env or raise env.call_timeout_s")
+        if isinstance(exc, ZooError) or not isinstance(exc, Exception):
+            return exc
+        return EnvError(f"env '{self.env_id}' raised in {name}(): {type(exc).__name__}: {first_line(exc, 200)} "
+                        f"(ZOO_DEBUG=1 shows the traceback)")
 
     def close(self, **kwargs: Any) -> None:
         """Close the env; one left mid-call is terminated (async workers), not waited for."""
@@ -170,7 +181,7 @@ def watch_calls(timeout_s: float | None) -> Iterator[None]:
     """While active (main thread): env calls longer than ``timeout_s`` seconds (None: no limit) end with an
     ``EnvError``, and after ``request_stop`` calls longer than ``STOP_GRACE_S`` with ``EnvCallInterrupted``.
     Elsewhere than in the main thread it does nothing."""
-    if threading.get_ident() != _MAIN_THREAD:
+    if get_ident() != _MAIN_THREAD:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _on_alarm)

@@ -324,9 +324,12 @@ class TrainingLoop:
         """Train until the budget, ``stop_return`` or a stop signal; save; return the summary.
 
         The summary's ``reason`` is ``max_env_steps``, ``stop_return``, ``callback`` (an observer's
-        ``should_stop``) or ``interrupted`` (with ``exit_code`` 128 + signal). ``self.observers`` hear every row,
-        evaluation and checkpoint (rank 0). A non-finite loss, gradient or env output raises NonFiniteError naming
-        the iteration; the checkpoint on disk is then the last consistent one.
+        ``should_stop``) or ``interrupted`` (with ``exit_code`` 128 + signal). A signal that interrupts one of the
+        user's env calls (``EnvCallInterrupted``) or a wait (``IterationAbandoned``) abandons the iteration:
+        ``abandon_iteration`` undoes it and the state of the last completed iteration is saved. An env that raises
+        or outlives ``env.call_timeout_s`` raises ``EnvError``, and the checkpoint on disk stays the last one.
+        ``self.observers`` hear every row, evaluation and checkpoint (rank 0). A non-finite loss, gradient or env
+        output raises NonFiniteError naming the iteration; the checkpoint on disk is then the last consistent one.
         """
         pipe = self.cfg.pipeline
         try:
