@@ -24,7 +24,7 @@ import torch
 
 from zoo.cli import main
 from zoo.envs import EnvSpec, make_env, make_vector_env
-from zoo.envs.calls import EnvCallInterrupted, GuardedCalls, watch_calls
+from zoo.envs.calls import STOP_GRACE_S, EnvCallInterrupted, GuardedCalls, watch_calls
 from zoo.errors import EnvError, ZooError
 from zoo.pipelines.evaluator import evaluate_policy
 from zoo.run.run_dir import load_weights_only
@@ -113,8 +113,10 @@ def _hang_then_sigterm(tmp_path: Path, base: dict, after: int, continuous: bool 
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()
             time.sleep(0.05)
         time.sleep(0.3)  # well inside the call that never returns
+        signalled = time.monotonic()
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
+        assert time.monotonic() - signalled < STOP_GRACE_S + 10  # the grace, the save and the exit
     finally:
         if process.poll() is None:
             process.kill()
@@ -166,8 +168,8 @@ def test_sigterm_stops_a_ppo_run_hung_in_step_and_saves_its_last_completed_itera
     # 2 envs x 16 steps per iteration: the 40th step of each env is in iteration 3; iterations 1 and 2 completed.
     code, err, run = _hang_then_sigterm(tmp_path, PPO, after=40)
     assert code == 143, err
-    assert "interrupting step() of env 'faulty_envs:Faulty-v0'" in err
-    assert "iteration 3 is abandoned and iteration 2 saved" in err
+    assert ("a stop signal interrupted step() of env 'faulty_envs:Faulty-v0': iteration 3 is abandoned and "
+            "iteration 2 saved") in err
     state = load_weights_only(run / "checkpoint.pt")
     assert (state["loop"]["iteration"], state["loop"]["env_steps"], state["metrics_rows"]) == (2, 64, 2)
     assert state["components"]["collector"]["env"] is None  # the envs were mid-step: not saved

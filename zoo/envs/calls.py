@@ -5,11 +5,11 @@ vector env, by ``GuardedCalls``. Only the user's code (and gymnasium's stepping 
 zoo's own wrappers (finite checks, episode statistics, normalisation) sit above it, so a bug of zoo's still reads
 as one, while whatever the env raises becomes one ``EnvError`` line naming the env id, the call and the exception.
 
-The wrapper also tells the process which env call is in progress in the main thread (``in_env_call``): a
-training loop's stop-signal handler raises ``EnvCallInterrupted`` out of a call it interrupts, instead of waiting
-for a call that may never return. ``watch_calls`` (a context manager entered by training loops and actors) starts
-a watchdog thread that ends a call running longer than ``env.call_timeout_s`` with an ``EnvError``, and, once a
-stop was requested, one running longer than ``STOP_GRACE_S`` with ``EnvCallInterrupted``. The watchdog interrupts
+The wrapper also tells the process which env call is in progress in the main thread (``in_env_call``).
+``watch_calls`` (a context manager entered by training loops) starts a watchdog thread that ends a call running
+longer than ``env.call_timeout_s`` with an ``EnvError``, and, once a stop was requested (``request_stop``, by the
+loop's signal handler), one running longer than ``STOP_GRACE_S`` with ``EnvCallInterrupted``, so that a hung env
+call never holds a stopping run hostage. The watchdog interrupts
 the main thread with ``SIGALRM`` (``signal.pthread_kill``) only then, so the per-call cost is a few attribute
 writes: no system call per step (an interval timer armed around every call cost 2.7 us per call here).
 """
@@ -29,9 +29,10 @@ import gymnasium as gym
 
 from ..errors import EnvError, ZooError, first_line
 
-# Seconds an env call may still run once a stop was requested, before it is interrupted: short enough to leave
-# time for the save under SLURM's and Kubernetes' usual 30 s between SIGTERM and SIGKILL.
-STOP_GRACE_S = 5.0
+# Seconds an env call may run once a stop was requested, before it is interrupted: far longer than a step or reset
+# (so a stop normally ends the iteration and its resume is exact), and short enough to leave time for the save
+# under SLURM's and Kubernetes' usual 30 s between SIGTERM and SIGKILL.
+STOP_GRACE_S = 2.0
 
 
 class EnvCallInterrupted(BaseException):  # noqa: N818 (a control-flow signal like KeyboardInterrupt, not an error)

@@ -2,12 +2,12 @@
 
 A signal does not interrupt the iteration in progress: the loop finishes it (rollout, update, metrics row),
 saves that consistent state and exits with the conventional code 128 + signal number, so a resumed run continues
-exactly as if it had never stopped. Except when it arrives during one of the user's env calls (``step``/``reset``,
-which may never return): the handler then raises ``EnvCallInterrupted`` out of the call, and the loop saves the
-state as of the end of the last completed iteration (a resume then starts fresh episodes: not exact). An env call
-that starts after the signal and runs longer than ``zoo.envs.calls.STOP_GRACE_S`` is interrupted the same way. A
-second Ctrl-C stops at once without saving (the previous checkpoint stays intact, as checkpoints are written
-atomically).
+exactly as if it had never stopped. An iteration whose env call does not return (a hung ``step``/``reset`` of the
+user's env) cannot finish: once a stop was requested, the env-call watchdog (``zoo.envs.calls``) interrupts a call
+that has run ``STOP_GRACE_S`` seconds with ``EnvCallInterrupted``, and the loop saves the state as of the end of
+the last completed iteration instead (a resume then starts fresh episodes: not exact). A second SIGTERM or SIGHUP
+during an env call interrupts it at once; a second Ctrl-C stops at once without saving (the previous checkpoint
+stays intact, as checkpoints are written atomically).
 """
 
 from __future__ import annotations
@@ -59,15 +59,11 @@ class StopSignals:
                 raise EnvCallInterrupted(f"a stop signal interrupted {call[1]}() of env '{call[0]}'")
             return
         self.received = signum
-        request_stop()
-        message = self.message if call is None else (
-            f"interrupting {call[1]}() of env '{call[0]}' and saving the last completed iteration")
-        print(f"zoo: {signal.Signals(signum).name} received: {message} (Ctrl-C again to stop at once)",
+        request_stop()  # a call that runs on for STOP_GRACE_S is interrupted: the iteration could never end
+        print(f"zoo: {signal.Signals(signum).name} received: {self.message} (Ctrl-C again to stop at once)",
               file=sys.stderr, flush=True)
         if self.on_first is not None:
             self.on_first(signum)
-        if call is not None:
-            raise EnvCallInterrupted(f"a stop signal interrupted {call[1]}() of env '{call[0]}'")
 
     @property
     def exit_code(self) -> int:
