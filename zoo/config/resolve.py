@@ -53,8 +53,7 @@ BASE_FIELDS: dict[str, Any] = {
     "env.max_episode_steps": Field(None, "a time limit (truncation) on every episode; None: the env's own",
                                    type=int, range=Range(1, None, integer=True), frozen=True),
     "env.call_timeout_s": Field(600.0, "an env step() or reset() that has not returned after this many seconds stops "
-                                "the run with an error naming the env (None: no limit)", type=float,
-                                range=(0.001, None)),
+                                "the run with an error naming the env (0: no limit)", range=(0.0, None)),
     "policy": {"type": "ppo"},
     "pipeline": {},
     "logger.tensorboard": Field(False, "also write every metrics row as TensorBoard scalars (the tensorboard "

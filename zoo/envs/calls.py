@@ -179,13 +179,14 @@ def _watchdog(done: threading.Event, poll_s: float) -> None:
 
 @contextlib.contextmanager
 def watch_calls(timeout_s: float | None) -> Iterator[None]:
-    """While active (main thread): env calls longer than ``timeout_s`` seconds (None: no limit) end with an
+    """While active (main thread): env calls longer than ``timeout_s`` seconds (None or 0: no limit) end with an
     ``EnvError``, and after ``request_stop`` calls longer than ``STOP_GRACE_S`` with ``EnvCallInterrupted``.
     Elsewhere than in the main thread it does nothing."""
     if get_ident() != _MAIN_THREAD:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _on_alarm)
+    timeout_s = timeout_s or None  # 0: no limit, as in the config
     limits = [t for t in (timeout_s, STOP_GRACE_S) if t is not None]
     done = threading.Event()
     _CALLS.timeout_s, _CALLS.stop_requested, _CALLS.expired = timeout_s, False, None

@@ -338,7 +338,7 @@ class TrainingLoop:
                 self.save()  # a run killed at once can still be resumed
             start = time.perf_counter() - self.elapsed
             reason, current = None, self.iteration + 1
-            with StopSignals() as signals, watch_calls(self.cfg.env.get("call_timeout_s")):
+            with StopSignals() as signals, watch_calls(self.cfg.env.get("call_timeout_s") or None):
                 self._signals = signals
                 try:
                     while reason is None:
