@@ -17,7 +17,7 @@ from zoo.envs import (
     make_vector_env,
     wrap_vector_env,
 )
-from zoo.errors import ConfigError, ZooError
+from zoo.errors import ConfigError, EnvError, ZooError
 from zoo.registry import ENV_REGISTRY
 
 COUNTER = "zoo-test-counter"
@@ -492,14 +492,17 @@ class _BrokenStepEnv(CounterEnv):
         raise ValueError("the env broke on purpose")
 
 
-def test_an_async_workers_env_error_still_reaches_the_parent_as_gymnasium_reports_it():
+def test_an_async_workers_env_error_still_reaches_the_parent_as_one_line_naming_the_env(recwarn):
     ENV_REGISTRY.register("zoo-test-broken-step", _BrokenStepEnv, source="tests")
     try:
         venv = make_vector_env("zoo-test-broken-step", 2, mode="async")
         assert venv.unwrapped.worker.__module__ == "zoo.envs.factory"  # zoo's worker (dies with its parent)
         venv.reset(seed=0)
-        with pytest.warns(UserWarning), pytest.raises(ValueError, match="the env broke on purpose"):
+        with pytest.raises(EnvError) as caught:
             venv.step(np.zeros(2, dtype=np.int64))
+        assert str(caught.value) == ("env 'zoo-test-broken-step' raised in step(): ValueError: the env broke on "
+                                     "purpose (ZOO_DEBUG=1 shows the traceback)")
+        assert not recwarn.list  # gymnasium's report with the worker's traceback: only under ZOO_DEBUG
         venv.close()
     finally:
         ENV_REGISTRY.unregister("zoo-test-broken-step")

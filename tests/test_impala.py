@@ -335,8 +335,9 @@ def test_an_actor_that_always_fails_stops_the_run_with_its_error(tmp_path):
         train(config)
     assert time.monotonic() - started < 30
     message = str(error.value)
-    assert message.startswith("actor ") and "failed: ValueError: the test env broke on purpose, 3 times in a row" \
-        in message and "--resume" in message and "\n" not in message
+    assert message.startswith("actor ") and ("failed: env 'broken_cartpole' raised in step(): ValueError: the test "
+                                             "env broke on purpose (ZOO_DEBUG=1 shows the traceback), 3 times in a "
+                                             "row") in message and "--resume" in message and "\n" not in message
 
 
 def test_resume_continues_the_learner_and_gives_actors_new_seeds(tmp_path):

@@ -26,6 +26,11 @@ class NonFiniteError(ZooError):
     """A loss, gradient or env output is NaN or infinite; the training loop names the iteration and stops."""
 
 
+class EnvError(ZooError):
+    """The user's env raised in ``step``/``reset`` or did not return in time (``env.call_timeout_s``); the message
+    names the env id and the call."""
+
+
 class RunDirectoryError(ZooError):
     """A run directory cannot be used: locked by another process, missing, unreadable or not a zoo run."""
 

@@ -52,6 +52,8 @@ BASE_FIELDS: dict[str, Any] = {
     "env.kwargs": Field({}, "keyword arguments for gymnasium.make or the registered factory", frozen=True),
     "env.max_episode_steps": Field(None, "a time limit (truncation) on every episode; None: the env's own",
                                    type=int, range=Range(1, None, integer=True), frozen=True),
+    "env.call_timeout_s": Field(600.0, "an env step() or reset() that has not returned after this many seconds stops "
+                                "the run with an error naming the env (0: no limit)", range=(0.0, None)),
     "policy": {"type": "ppo"},
     "pipeline": {},
     "logger.tensorboard": Field(False, "also write every metrics row as TensorBoard scalars (the tensorboard "

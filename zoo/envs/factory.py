@@ -45,6 +45,8 @@ from gymnasium.vector.async_vector_env import _async_worker
 from ..errors import ConfigError, ZooError, first_line
 from ..lifetime import die_with_parent
 from ..registry import ENV_REGISTRY
+from .calls import GuardedCalls
+from .extras import missing_package_error
 
 VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
 
@@ -148,20 +150,13 @@ def _one_line_construction_errors(env_id: str, kwargs: dict[str, Any]) -> Iterat
         raise _construction_error(env_id, kwargs, exc) from exc
 
 
-# Optional zoo extras that provide the packages of gymnasium's env families (by the entry point's module).
-_EXTRAS = {"gymnasium.envs.mujoco": "mujoco", "ale_py": "atari"}
-
-
 def _missing_package_error(env_id: str, exc: BaseException) -> ZooError:
-    """One line naming the missing package and the ``pip install`` that provides it."""
+    """One line naming the missing module and the ``pip install`` that provides it (``zoo.envs.extras``)."""
     entry_point = ""
     if env_id not in ENV_REGISTRY:
         with contextlib.suppress(Exception):
-            entry_point = str(gym.spec(env_id).entry_point)
-    extra = next((name for prefix, name in _EXTRAS.items() if entry_point.startswith(prefix)), None)
-    detail = first_line(exc)
-    fix = f"pip install 'zoo-rl[{extra}]'" if extra else "install the missing package"
-    return ZooError(f"env '{env_id}' needs a package that is not installed ({detail}): {fix}")
+            entry_point = str(gym.spec(_registered_name(env_id)).entry_point)
+    return missing_package_error(env_id, entry_point, exc)
 
 
 # Spaces that gymnasium flattens into a fixed-size Box (Dict and Tuple when all their parts are one of these).
@@ -396,6 +391,7 @@ def make_vector_env(
     resolved = _resolve_mode(env_id, mode, env_kwargs, max_episode_steps)
     with _one_line_construction_errors(env_id, env_kwargs):
         venv = _build_vector_env(env_id, num_envs, resolved, env_kwargs, max_episode_steps)
+    venv = GuardedCalls(venv, env_id)  # innermost: only the user's env runs inside it
     if venv.metadata.get("autoreset_mode") != AutoresetMode.NEXT_STEP:
         found = venv.metadata.get("autoreset_mode")
         venv.close()

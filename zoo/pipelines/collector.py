@@ -80,6 +80,8 @@ class VectorCollector:
         self.pending_reset = np.zeros(num_envs, dtype=bool)
         self.resets = 0
         self._unsaved_reported = False
+        self._episodes_lost = False  # a stop interrupted the envs mid-call (``abandon``)
+        self.report = True  # whether to warn about an inexact resume (one worker of several says it for all)
 
     @classmethod
     def from_config(cls, cfg: EasyDict, seed: int, reward_gamma: float | None = None) -> VectorCollector:
@@ -202,6 +204,25 @@ class VectorCollector:
         """The observation normaliser's state (statistics, clip, epsilon), or None: saved with the model."""
         return None if self.obs_normalizer is None else self.obs_normalizer.state_dict()
 
+    # -- an interrupted collection ----------------------------------------------------------------------
+    def mark(self) -> dict[str, Any]:
+        """The normalisers' statistics now (small copies): what ``abandon`` restores."""
+        return {"obs_normalizer": self.obs_normalizer_state(),
+                "reward_normalizer": None if self.reward_normalizer is None else self.reward_normalizer.state_dict()}
+
+    def abandon(self, mark: dict[str, Any]) -> None:
+        """Forget a collection that a stop interrupted mid-call: the envs are left mid-step (some sub-envs
+        stepped, one perhaps still in its call), so the episodes in progress are dropped (no env snapshot in the
+        next ``state_dict``; a resume starts fresh episodes and says it is not exact) and the normalisers'
+        statistics go back to ``mark``."""
+        if self.obs_normalizer is not None and mark["obs_normalizer"] is not None:
+            self.obs_normalizer.load_state_dict(mark["obs_normalizer"])
+        if self.reward_normalizer is not None and mark["reward_normalizer"] is not None:
+            self.reward_normalizer.load_state_dict(mark["reward_normalizer"])
+        self.stats.pop_finished()  # episodes of the abandoned collection: counted nowhere
+        self.obs = None
+        self._episodes_lost = True
+
     # -- state --------------------------------------------------------------------------------------------
     def _env_snapshot(self) -> bytes | None:
         if self.obs is None:
@@ -211,6 +232,8 @@ class VectorCollector:
         except Exception as exc:  # e.g. async workers: a resume then starts fresh episodes
             if not self._unsaved_reported:
                 self._unsaved_reported = True
+                if not self.report:
+                    return None
                 logging.getLogger("zoo").warning(
                     f"the envs of '{self.env_id}' cannot be saved with the checkpoint ({type(exc).__name__}: "
                     f"{first_line(exc, 80)}): a resumed run starts fresh episodes and is not exact; "
@@ -224,6 +247,7 @@ class VectorCollector:
             "obs_normalizer": self.obs_normalizer_state(),
             "reward_normalizer": None if self.reward_normalizer is None else self.reward_normalizer.state_dict(),
             "resets": self.resets,
+            "interrupted": self._episodes_lost,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -241,9 +265,11 @@ class VectorCollector:
             self._attach(venv)
             self.obs, self.pending_reset = obs, pending
         else:
-            if self.resets:  # episodes were in progress when the checkpoint was taken
+            if self.resets and self.report:  # episodes were in progress when the checkpoint was taken
+                why = ("a stop signal interrupted them mid-call" if state.get("interrupted")
+                       else "they could not be saved")
                 logging.getLogger("zoo").warning(
-                    f"the checkpoint holds no snapshot of the envs of '{self.env_id}' (they could not be saved): "
+                    f"the checkpoint holds no snapshot of the envs of '{self.env_id}' ({why}): "
                     f"they start fresh episodes, so this resume is not exact")
             self.obs = None
 

@@ -33,6 +33,7 @@ from easydict import EasyDict
 from ..config import to_plain
 from ..config.schema import Field, declare_fields
 from ..envs import EnvSpec
+from ..envs.calls import EnvCallInterrupted, watch_calls
 from ..errors import ConfigError, NonFiniteError
 from ..policies.base import LearnContext, Policy
 from .evaluator import evaluate_policy
@@ -136,6 +137,20 @@ class TrainingLoop:
     def components(self) -> dict[str, Any]:
         """Stateful parts besides the policy, by name (each with ``state_dict``/``load_state_dict``)."""
         return {}
+
+    def iteration_mark(self) -> dict[str, Any]:
+        """What ``abandon_iteration`` needs to undo the iteration about to start (taken before every iteration:
+        keep it cheap). A pipeline whose ``iterate`` changes more before its last env call extends it."""
+        return {"loop": (self.env_steps, self.episodes, list(self.recent_returns), list(self.recent_lengths))}
+
+    def abandon_iteration(self, mark: dict[str, Any]) -> None:
+        """Undo the iteration that a stop signal interrupted (``EnvCallInterrupted``, ``IterationAbandoned``), back
+        to ``mark``: the state as of the end of the last completed iteration, which the loop then saves."""
+        self.env_steps, self.episodes, returns, lengths = mark["loop"]
+        self.recent_returns.clear()
+        self.recent_lengths.clear()
+        self.recent_returns.extend(returns)
+        self.recent_lengths.extend(lengths)
 
     def separate_components(self) -> dict[str, Any]:
         """Large stateful parts (a replay buffer), each saved in a file of its own beside the checkpoint."""
@@ -309,9 +324,12 @@ class TrainingLoop:
         """Train until the budget, ``stop_return`` or a stop signal; save; return the summary.
 
         The summary's ``reason`` is ``max_env_steps``, ``stop_return``, ``callback`` (an observer's
-        ``should_stop``) or ``interrupted`` (with ``exit_code`` 128 + signal). ``self.observers`` hear every row,
-        evaluation and checkpoint (rank 0). A non-finite loss, gradient or env output raises NonFiniteError naming
-        the iteration; the checkpoint on disk is then the last consistent one.
+        ``should_stop``) or ``interrupted`` (with ``exit_code`` 128 + signal). A signal that interrupts one of the
+        user's env calls (``EnvCallInterrupted``) or a wait (``IterationAbandoned``) abandons the iteration:
+        ``abandon_iteration`` undoes it and the state of the last completed iteration is saved. An env that raises
+        or outlives ``env.call_timeout_s`` raises ``EnvError``, and the checkpoint on disk stays the last one.
+        ``self.observers`` hear every row, evaluation and checkpoint (rank 0). A non-finite loss, gradient or env
+        output raises NonFiniteError naming the iteration; the checkpoint on disk is then the last consistent one.
         """
         pipe = self.cfg.pipeline
         try:
@@ -320,7 +338,7 @@ class TrainingLoop:
                 self.save()  # a run killed at once can still be resumed
             start = time.perf_counter() - self.elapsed
             reason, current = None, self.iteration + 1
-            with StopSignals() as signals:
+            with StopSignals() as signals, watch_calls(self.cfg.env.get("call_timeout_s") or None):
                 self._signals = signals
                 try:
                     while reason is None:
@@ -328,9 +346,14 @@ class TrainingLoop:
                             reason = "max_env_steps"
                             break
                         current = self.iteration + 1
+                        mark = self.iteration_mark()
                         try:
                             metrics = self.iterate()
-                        except IterationAbandoned:
+                        except (IterationAbandoned, EnvCallInterrupted) as exc:
+                            self.abandon_iteration(mark)
+                            if isinstance(exc, EnvCallInterrupted):
+                                log.warning(f"{exc}: iteration {current} is abandoned and iteration "
+                                            f"{self.iteration} saved")
                             reason = "interrupted"
                             break
                         self.iteration = current

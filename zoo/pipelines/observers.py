@@ -17,14 +17,18 @@ the ones that write files (metrics, checkpoints, TensorBoard, the progress line,
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..envs.calls import EnvCallInterrupted
 from .process import component_seed
 
 if TYPE_CHECKING:
     from .loop import TrainingLoop
+
+log = logging.getLogger("zoo")
 
 
 class Observer:
@@ -65,7 +69,12 @@ class Evaluation(Observer):
         pipe = loop.cfg.pipeline
         if not pipe.eval_every or loop.iteration % pipe.eval_every:
             return
-        returns = loop.evaluate(pipe.eval_episodes, component_seed(loop.cfg.seed, loop.rank, "eval", loop.iteration))
+        try:
+            returns = loop.evaluate(pipe.eval_episodes,
+                                    component_seed(loop.cfg.seed, loop.rank, "eval", loop.iteration))
+        except EnvCallInterrupted:  # the iteration itself is complete: its row goes without an evaluation
+            log.warning(f"a stop signal interrupted the evaluation of iteration {loop.iteration}: its row has none")
+            return
         mean = float(np.mean(returns))
         row.update(eval_return_mean=mean, eval_return_std=float(np.std(returns)))
         loop.last_eval_return = mean

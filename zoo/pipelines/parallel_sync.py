@@ -36,9 +36,11 @@ import torch.distributed as dist
 from easydict import EasyDict
 
 from ..config.schema import Field
+from ..envs.calls import EnvCallInterrupted
 from ..errors import ConfigError
 from ..policies.base import LearnContext
 from ..rl_utils.distributed import allreduce_grads, sync_running_mean_std, under_torchrun, world_info
+from .loop import IterationAbandoned
 from .serial_onpolicy import SerialOnPolicyPipeline
 
 
@@ -216,7 +218,15 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
 
     # -- one iteration ------------------------------------------------------------------------------------
     def iterate(self) -> dict[str, float]:
-        rollout = self.collector.rollout(self.policy, self.cfg.pipeline.rollout_steps)
+        try:
+            rollout = self.collector.rollout(self.policy, self.cfg.pipeline.rollout_steps)
+        except EnvCallInterrupted:
+            rollout = None
+        # Every worker abandons the iteration when one was interrupted in an env call (the others' next
+        # collectives would not match its save's): one flag, before this iteration's first collective.
+        (abandoned,) = self.agree(rollout is None)
+        if rollout is None or abandoned:
+            raise IterationAbandoned("a stop signal interrupted a worker's env call")
         self.env_steps += rollout.steps * rollout.num_envs * self.world_size
         self._sync_normalizers()
         batch = self.policy.process_rollout(rollout)

@@ -6,10 +6,16 @@ each env the policy learns from the replay buffer with ``gradient_steps`` update
 env steps. Transitions keep terminated and truncated apart; a truncated one carries its final observation and
 autoreset steps are never stored (``VectorCollector.transitions``). The replay buffer is saved with every
 checkpoint in a file of its own, unless ``save_replay`` is off: a resumed run then refills an empty buffer.
+
+An iteration that a stop signal interrupts in an env call has already added transitions and learned from them:
+it is undone (``abandon_iteration``) with what it kept for that purpose, a copy of the policy's state taken
+before its first learning call and the replay rows its additions overwrote, so that the saved checkpoint is the
+state as of the end of the last completed iteration.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, ClassVar
 
@@ -45,6 +51,7 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
 
     def build_buffers(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         pipe = self.cfg.pipeline
+        self._undo: dict[str, Any] | None = None  # see iteration_mark
         self.replay = ReplayBuffer(pipe.buffer_size, observation_space.shape, tuple(action_space.shape or ()),
                                    action_dtype=np.asarray(action_space.sample()).dtype)
         if self.rank == 0:
@@ -56,17 +63,48 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
     def separate_components(self) -> dict[str, Any]:
         return {"replay": self.replay} if self.cfg.pipeline.save_replay else {}
 
+    # -- undoing an interrupted iteration --------------------------------------------------------------------
+    def iteration_mark(self) -> dict[str, Any]:
+        # What this iteration changes before its last env call, kept from now on: the policy's state before its
+        # first learning call, and (rows, their transitions) of the replay rows its additions overwrite.
+        self._undo = {"policy": None, "overwritten": []}
+        return {**super().iteration_mark(), "replay": (self.replay.position, self.replay.size)}
+
+    def abandon_iteration(self, mark: dict[str, Any]) -> None:
+        super().abandon_iteration(mark)
+        undo, self._undo = self._undo, None
+        if undo is None:
+            return
+        if undo["policy"] is not None:
+            self.policy.load_state_dict(undo["policy"])
+        replay = self.replay
+        for rows, old in reversed(undo["overwritten"]):
+            for name, values in vars(old).items():
+                getattr(replay, name)[rows] = values
+        replay.position, replay.size = mark["replay"]
+
+    def _add(self, transitions: Any) -> None:
+        replay, undo = self.replay, self._undo
+        count = min(len(transitions), replay.capacity)
+        if undo is not None and replay.size + count > replay.capacity:  # earlier iterations' rows are overwritten
+            rows = (replay.position + np.arange(count)) % replay.capacity
+            rows = rows[rows < replay.size]
+            undo["overwritten"].append((rows, replay.take(rows)))
+        replay.add(transitions)
+
     def iterate(self) -> dict[str, float]:
         pipe = self.cfg.pipeline
         end = self.env_steps + pipe.steps_per_iteration
         totals: dict[str, list[float]] = {}
         while self.env_steps < end:
             exploring = self.env_steps < pipe.learning_starts  # uniformly random actions
-            self.replay.add(self.collector.transitions(None if exploring else self.policy, pipe.train_freq))
+            self._add(self.collector.transitions(None if exploring else self.policy, pipe.train_freq))
             self.env_steps += pipe.train_freq * pipe.num_envs
             self.record_episodes(self.collector.pop_finished())
             if self.env_steps < pipe.learning_starts or len(self.replay) == 0 or pipe.gradient_steps == 0:
                 continue
+            if self._undo is not None and self._undo["policy"] is None:
+                self._undo["policy"] = copy.deepcopy(self.policy.state_dict())
             for key, value in self.policy.learn(self.replay, self.learn_context(pipe.gradient_steps)).items():
                 totals.setdefault(key, []).append(value)
         return {key: sum(values) / len(values) for key, values in totals.items()}  # each over the calls reporting it

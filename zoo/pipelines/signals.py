@@ -2,8 +2,12 @@
 
 A signal does not interrupt the iteration in progress: the loop finishes it (rollout, update, metrics row),
 saves that consistent state and exits with the conventional code 128 + signal number, so a resumed run continues
-exactly as if it had never stopped. A second Ctrl-C stops at once without saving (the previous checkpoint stays
-intact, as checkpoints are written atomically).
+exactly as if it had never stopped. An iteration whose env call does not return (a hung ``step``/``reset`` of the
+user's env) cannot finish: once a stop was requested, the env-call watchdog (``zoo.envs.calls``) interrupts a call
+that has run ``STOP_GRACE_S`` seconds with ``EnvCallInterrupted``, and the loop saves the state as of the end of
+the last completed iteration instead (a resume then starts fresh episodes: not exact). A second SIGTERM or SIGHUP
+during an env call interrupts it at once; a second Ctrl-C stops at once without saving (the previous checkpoint
+stays intact, as checkpoints are written atomically).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
+
+from ..envs.calls import EnvCallInterrupted, in_env_call, request_stop
 
 _CATCH = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -45,11 +51,15 @@ class StopSignals:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        call = in_env_call()
         if self.received is not None:
             if signum == signal.SIGINT:  # a second Ctrl-C: stop now, keep the last checkpoint
                 raise KeyboardInterrupt
+            if call is not None:
+                raise EnvCallInterrupted(f"a stop signal interrupted {call[1]}() of env '{call[0]}'")
             return
         self.received = signum
+        request_stop()  # a call that runs on for STOP_GRACE_S is interrupted: the iteration could never end
         print(f"zoo: {signal.Signals(signum).name} received: {self.message} (Ctrl-C again to stop at once)",
               file=sys.stderr, flush=True)
         if self.on_first is not None:

@@ -45,6 +45,7 @@ class VectorEnvPipeline(TrainingLoop):
         cfg, pipe = self.cfg, self.cfg.pipeline
         reward_gamma = pipe.reward_gamma if pipe.reward_gamma is not None else cfg.policy.get("gamma")
         self.collector = VectorCollector.from_config(cfg, self.seeds["env"], reward_gamma)
+        self.collector.report = self.rank == 0
         try:
             obs_space, action_space = self.collector.observation_space, self.collector.action_space
             policy_class(cfg).check_spaces(obs_space, action_space)  # before the sizes: the clearer refusal first
@@ -57,6 +58,13 @@ class VectorEnvPipeline(TrainingLoop):
 
     def components(self) -> dict[str, Any]:
         return {"collector": self.collector}
+
+    def iteration_mark(self) -> dict[str, Any]:
+        return {**super().iteration_mark(), "collector": self.collector.mark()}
+
+    def abandon_iteration(self, mark: dict[str, Any]) -> None:
+        super().abandon_iteration(mark)
+        self.collector.abandon(mark["collector"])
 
     def observation_normalizer(self) -> Any:
         return self.collector.normalize_observation()

@@ -40,7 +40,7 @@ from easydict import EasyDict
 
 from ...data import Unroll
 from ...envs import EnvSpec
-from ...errors import ZooError, first_line
+from ...errors import EnvError, ZooError, first_line
 from ...lifetime import die_with_parent, failure_line
 from ...plugins import load_run_plugins
 from ...policies.build import build_policy
@@ -118,7 +118,8 @@ def run_actor(cfg: EasyDict, actor: int, channel: ActorChannel) -> None:
                 return
     except BaseException as error:
         if not channel.learner_gone(error):
-            channel.fail(failure_line(error), isinstance(error, ZooError))
+            # what the user's env raised may pass (a crashed simulator): its actor is restarted like any other
+            channel.fail(failure_line(error), isinstance(error, ZooError) and not isinstance(error, EnvError))
         raise
     finally:
         if collector is not None:
