@@ -27,6 +27,7 @@ uses the initialised default process group.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -137,16 +138,29 @@ class ParallelSyncPipeline(SerialOnPolicyPipeline):
         return {}
 
     @classmethod
-    def backend(cls, cfg: EasyDict) -> str:
-        """The process group's backend (``auto``: nccl on CUDA, gloo on the CPU); ConfigError for one the device
-        or this torch build cannot use, before any process starts."""
+    def backend(cls, cfg: EasyDict, environ: Mapping[str, str] | None = None) -> str:
+        """The process group's backend (``auto``: nccl when every worker on this machine has a GPU of its own, else
+        gloo); ConfigError for one the device or this torch build cannot use, before any process starts.
+
+        NCCL refuses two ranks on one GPU ("Duplicate GPU detected"), which is what several workers on a one-GPU
+        machine would be; gloo all-reduces CUDA tensors too, so ``auto`` picks it there."""
         backend = cfg.pipeline.backend
         cuda = str(cfg.device).startswith("cuda")
-        if backend == "auto":
-            backend = "nccl" if cuda else "gloo"
         if backend == "nccl" and not cuda:
             raise ConfigError(f"pipeline.backend 'nccl' needs CUDA but device is '{cfg.device}': "
                               f"set device=cuda, or pipeline.backend=gloo (or auto)")
+        environ = os.environ if environ is None else environ
+        local_workers = (int(environ.get("LOCAL_WORLD_SIZE", 1)) if under_torchrun(environ)
+                         else int(cfg.pipeline.world_size))
+        gpus = 0
+        if cuda and torch.cuda.is_available():
+            gpus = 1 if torch.device(str(cfg.device)).index is not None else torch.cuda.device_count()
+        if backend == "auto":
+            backend = "nccl" if cuda and local_workers <= gpus else "gloo"
+        if backend == "nccl" and local_workers > gpus:
+            raise ConfigError(f"pipeline.backend 'nccl' needs a GPU per worker: {local_workers} workers on this "
+                              f"machine share {gpus} GPU(s) (device '{cfg.device}'): use pipeline.backend=gloo "
+                              f"(or auto), or fewer workers")
         if backend == "nccl" and not dist.is_nccl_available():
             raise ConfigError("pipeline.backend 'nccl' is not available in this torch build: use pipeline.backend=gloo")
         return backend
