@@ -159,7 +159,24 @@ def test_a_final_evaluation_is_ten_finite_numbers_or_one_line_naming_the_file(tm
     with pytest.raises(ZooError) as caught:
         runs.read_final_returns(tmp_path)
     assert str(caught.value) == (f"'{tmp_path / 'final_eval.json'}' is not a final evaluation of 10 episodes: "
-                                 f"{problem}; delete it and run the benchmark's final evaluation again (zoo bench)")
+                                 f"{problem}; delete it and evaluate the run again (zoo bench, or zoo eval RUN "
+                                 f"--json FILE)")
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (json.dumps({"returns": []}), "it holds 0 returns"),
+    (json.dumps({"returns": [1.0] * 3, "episodes": 4}), "its 'episodes' says 4"),
+    (json.dumps({"returns": [1.0, "2"]}), "returns[1] is \"2\", not a number"),
+])
+def test_any_count_for_plot_but_it_must_agree_with_itself(tmp_path, content, problem):
+    (tmp_path / "final_eval.json").write_text(content)
+    with pytest.raises(ZooError) as caught:
+        runs.read_final_returns(tmp_path, episodes=None)
+    assert str(caught.value) == (f"'{tmp_path / 'final_eval.json'}' is not a final evaluation (zoo eval --json): "
+                                 f"{problem}; delete it and evaluate the run again (zoo bench, or zoo eval RUN "
+                                 f"--json FILE)")
+    (tmp_path / "final_eval.json").write_text(json.dumps({"returns": [3.0, 4.0], "episodes": 2}))
+    assert runs.read_final_returns(tmp_path, episodes=None) == [3.0, 4.0]
 
 
 def test_a_good_final_evaluation_reads_exactly(tmp_path):
@@ -170,9 +187,9 @@ def test_a_good_final_evaluation_reads_exactly(tmp_path):
 def test_zoo_plot_aggregate_refuses_a_damaged_final_evaluation_in_one_line(tmp_path, configs, capsys):
     run = _write_run(tmp_path / "seed_0", TINY, 0, configs, [1e308] * 10)
     assert main(["plot", str(run), "--aggregate", "--reps", "100"]) == 2
-    assert capsys.readouterr().err == (f"zoo: error: '{run / 'final_eval.json'}' is not a final evaluation of 10 "
-                                       "episodes: returns[0] is 1e+308, not a finite return within +-1e+12; delete it "
-                                       "and run the benchmark's final evaluation again (zoo bench)\n")
+    assert capsys.readouterr().err == (f"zoo: error: '{run / 'final_eval.json'}' is not a final evaluation (zoo eval "
+                                       "--json): returns[0] is 1e+308, not a finite return within +-1e+12; delete it "
+                                       "and evaluate the run again (zoo bench, or zoo eval RUN --json FILE)\n")
 
 
 # -- where the configs are -------------------------------------------------------------------------------------------

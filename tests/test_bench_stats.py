@@ -296,7 +296,7 @@ def test_bad_aggregate_input_is_one_line(tmp_path):
     with pytest.raises(ZooError, match="is not a final evaluation"):
         aggregate_runs([str(run)])
     (run / "final_eval.json").write_text('{"returns": [NaN]}')
-    with pytest.raises(ZooError, match="no finite returns"):
+    with pytest.raises(ZooError, match=r"returns\[0\] is nan, not a finite return"):
         aggregate_runs([str(run)])
     with pytest.raises(ZooError, match="does not exist"):
         aggregate_runs([str(run)], json_path=str(tmp_path / "missing" / "x.json"))

@@ -180,7 +180,7 @@ def _final_return(run: Path, rows: list[dict[str, Any]]) -> tuple[float, str]:
     from .bench.runs import FINAL_EVAL_FILE, read_final_returns
 
     if (run / FINAL_EVAL_FILE).is_file():
-        return float(np.mean(read_final_returns(run))), "final"
+        return float(np.mean(read_final_returns(run, episodes=None))), "final"
     evaluations = [row["eval_return_mean"] for row in rows if row.get("eval_return_mean") is not None]
     if not evaluations:
         raise ZooError(f"run '{run}' has no evaluation (no {FINAL_EVAL_FILE}, no eval_return_mean in metrics.jsonl): "

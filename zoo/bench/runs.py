@@ -47,19 +47,22 @@ def configs_dir(entries: list[Entry] | None = None) -> Path:
                       f"{', '.join(names)}: looked in {' and '.join(looked)}; run it from the root of a zoo clone")
 
 
-def read_final_returns(run: Path, episodes: int = FINAL_EVAL_EPISODES) -> list[float]:
+def read_final_returns(run: Path, episodes: int | None = FINAL_EVAL_EPISODES) -> list[float]:
     """The episode returns of ``run``'s ``final_eval.json`` (the runner's final evaluation, ``zoo eval --json``): a
     JSON object whose ``returns`` is a list of ``episodes`` finite numbers (not bools, not strings) each within
-    +-RETURN_LIMIT; a ZooError naming the file and what is wrong otherwise."""
+    +-RETURN_LIMIT, as many as its own ``episodes`` field says; ``episodes=None`` (``zoo plot --aggregate`` of any
+    runs, evaluated with any ``zoo eval --episodes``) takes any count of one or more. A ZooError naming the file and
+    what is wrong otherwise."""
     path = run / FINAL_EVAL_FILE
     problem = _final_eval_problem(path, episodes)
     if isinstance(problem, str):
-        raise ZooError(f"'{path}' is not a final evaluation of {episodes} episodes: {problem}; delete it and run the "
-                       f"benchmark's final evaluation again (zoo bench)")
+        what = f"of {episodes} episodes" if episodes is not None else "(zoo eval --json)"
+        raise ZooError(f"'{path}' is not a final evaluation {what}: {problem}; delete it and evaluate the run again "
+                       f"(zoo bench, or zoo eval RUN --json FILE)")
     return problem
 
 
-def _final_eval_problem(path: Path, episodes: int) -> str | list[float]:
+def _final_eval_problem(path: Path, episodes: int | None) -> str | list[float]:
     # What is wrong with the file (a string), or its returns.
     try:
         if path.stat().st_size > _FINAL_EVAL_MAX_BYTES:
@@ -75,9 +78,9 @@ def _final_eval_problem(path: Path, episodes: int) -> str | list[float]:
             return f"returns[{index}] is {json.dumps(value)[:40]}, not a number"
         if not abs(value) < RETURN_LIMIT:  # also NaN; JSON's 1e999 reads as inf
             return f"returns[{index}] is {value:.6g}, not a finite return within +-{RETURN_LIMIT:.0e}"
-    if len(returns) != episodes:
+    if not returns or (episodes is not None and len(returns) != episodes):
         return f"it holds {len(returns)} returns"
-    if data.get("episodes", episodes) != episodes:
+    if data.get("episodes", len(returns)) != len(returns):
         return f"its 'episodes' says {json.dumps(data.get('episodes'))[:40]}"
     return [float(value) for value in returns]
 
