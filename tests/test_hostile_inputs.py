@@ -3,6 +3,8 @@ writes of the commands that live in zoo/cli.py)."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -202,3 +204,54 @@ def test_an_os_refusal_that_reaches_the_cli_is_one_line_not_a_bug(monkeypatch, c
     monkeypatch.setattr(cli, "_list", lambda: other(None))
     assert main(["list"]) == 1
     assert "internal error" in capsys.readouterr().err
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real, full file system: a 64 KiB tmpfs filled to the last byte (needs root and mount; skipped without)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip()[:80]})")
+    try:
+        descriptor = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(descriptor, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(descriptor)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny_runs")
+    done = subprocess.run([sys.executable, "-m", "zoo", "run", "--config", str(REPO / "configs" / "ppo_pendulum.py"),
+                           "--set", f"runs_dir={root}", "--exp-name", "tiny", "-q",
+                           "--set", "pipeline.max_env_steps=256",
+                           "--set", "pipeline.eval_every=1", "--set", "pipeline.eval_episodes=1"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    (root / "tiny" / "final_eval.json").write_text(json.dumps({"returns": [-1200.0, -1100.0], "episodes": 2}))
+    return root / "tiny"
+
+
+@pytest.mark.parametrize(("command", "written"), [
+    (["eval", "{run}", "--episodes", "1", "--json", "{out}/e.json"], "e.json"),
+    (["plot", "{run}", "--out", "{out}/c.png"], "c.png"),
+    (["plot", "{run}", "--aggregate", "--reps", "100", "--json", "{out}/a.json"], "a.json"),
+    (["export", "{run}", "--format", "torchscript", "--check", "8", "--out", "{out}/p.pt"], "p.pt"),
+])
+def test_every_writer_on_a_full_disk_is_one_line_and_leaves_nothing(full_disk, tiny_run, capsys, command, written):
+    pytest.importorskip("matplotlib")
+    before = sorted(p.name for p in full_disk.iterdir())
+    code = main([part.replace("{run}", str(tiny_run)).replace("{out}", str(full_disk)) for part in command])
+    line = _one_error_line(capsys.readouterr().err)
+    assert code == 2
+    assert f"cannot write '{full_disk / written}' (No space left on device)" in line
+    assert sorted(p.name for p in full_disk.iterdir()) == before  # no temporary file left
