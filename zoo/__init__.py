@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .run.load import Agent
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "load", "train"]
@@ -35,6 +35,6 @@ def load(run_dir: str | Path, device: str = "cpu", which: str = "last", trust_im
     """A run's trained policy as an ``Agent`` with ``predict(obs, deterministic=True)``; applies the run's
     observation normalisation and reads weights only: no code from the run directory runs (nor the modules its
     config names, unless ``trust_imports``: only for run directories you trust)."""
-    from .agent import load as _load
+    from .run.load import load_agent
 
-    return _load(run_dir, device, which, trust_imports)
+    return load_agent(run_dir, device, which, trust_imports)

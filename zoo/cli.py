@@ -227,10 +227,10 @@ def _list() -> int:
 def _eval(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .envs import EnvSpec, NormalizeObservation
+    from .envs import EnvSpec
     from .pipelines.evaluator import evaluate_policy
     from .pipelines.process import component_seed
-    from .run import load_run
+    from .run.load import load_agent
 
     if not 1 <= args.episodes <= 1_000_000:
         raise ZooError(f"--episodes must be between 1 and 1000000, got {args.episodes}")
@@ -238,8 +238,8 @@ def _eval(args: argparse.Namespace) -> int:
         raise ZooError(f"--seed must be an integer from 0 to 2**63 - 1, got {args.seed}")
     if args.step_limit < 1:
         raise ZooError(f"--step-limit must be at least 1, got {args.step_limit}")
-    cfg, policy, obs_state = load_run(args.run_dir, args.device, args.which, args.trust_imports)
-    normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
+    agent = load_agent(args.run_dir, args.device, args.which, args.trust_imports)
+    cfg, policy, normalize = agent.config, agent.policy, agent.normalize
     seed = component_seed(cfg.seed, 0, "eval") if args.seed is None else args.seed
     env = EnvSpec.from_config(cfg)
     if args.video is not None:

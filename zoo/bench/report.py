@@ -81,7 +81,7 @@ def _published(p: Any) -> str:
 def _figure(entries: list[Entry], results: dict[str, list[dict[str, Any]]], path: Path, reps: int,
             seed: int) -> bool:
     """The suite's aggregate figure (zoo plot --aggregate --out) over the runs of its table; False without any."""
-    from ..plot import aggregate_runs
+    from .aggregate import aggregate_runs
 
     runs = [str(result["run"]) for entry in entries for result in results[entry.name]]
     if not runs:

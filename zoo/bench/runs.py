@@ -1,5 +1,6 @@
 """The run folders of ``zoo bench``: where the suites' configs are, whose run a ``seed_<k>`` folder holds, and what a
-final evaluation (``final_eval.json``) must hold before anything reads a score from it.
+final evaluation (``final_eval.json``) must hold before anything reads a score from it (``zoo.run.view``, re-exported
+here).
 
 Everything here reads data that someone else may have made (a copied or replaced folder, a hand-edited file): it runs
 no code from it and refuses what is not a run of the entry and seed in one line naming the folder or file.
@@ -15,14 +16,12 @@ from typing import Any
 
 from ..errors import ConfigError, ZooError
 from ..run.run_dir import CONFIG_FILE
+from ..run.view import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, RETURN_LIMIT, read_final_returns
 from .suites import SUITES, Entry
 
-FINAL_EVAL_FILE = "final_eval.json"
-FINAL_EVAL_EPISODES = 10
-# No environment zoo benchmarks comes near: MuJoCo's returns are below 1e5. Below this bound the sums and squares that
-# the statistics take over seeds and bootstrap resamples stay finite and exact enough; above it a value is damage.
-RETURN_LIMIT = 1e12
-_FINAL_EVAL_MAX_BYTES = 1 << 20  # ten returns take a few hundred bytes
+__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_own", "configs_dir", "expected_config",
+           "read_final_returns"]
+
 # What a run's config.yaml may hold differently from its entry's config: where the folder is, and the configs'
 # folder as this clone sees it.
 IGNORED_KEYS = ("runs_dir", "exp_name", "import_paths")
@@ -45,44 +44,6 @@ def configs_dir(entries: list[Entry] | None = None) -> Path:
         looked.append(f"'{folder}' ({'no such folder' if not folder.is_dir() else 'lacks ' + ', '.join(missing)})")
     raise ConfigError(f"zoo bench trains the configs of a zoo clone, and found no configs/ folder holding "
                       f"{', '.join(names)}: looked in {' and '.join(looked)}; run it from the root of a zoo clone")
-
-
-def read_final_returns(run: Path, episodes: int | None = FINAL_EVAL_EPISODES) -> list[float]:
-    """The episode returns of ``run``'s ``final_eval.json`` (the runner's final evaluation, ``zoo eval --json``): a
-    JSON object whose ``returns`` is a list of ``episodes`` finite numbers (not bools, not strings) each within
-    +-RETURN_LIMIT, as many as its own ``episodes`` field says; ``episodes=None`` (``zoo plot --aggregate`` of any
-    runs, evaluated with any ``zoo eval --episodes``) takes any count of one or more. A ZooError naming the file and
-    what is wrong otherwise."""
-    path = run / FINAL_EVAL_FILE
-    problem = _final_eval_problem(path, episodes)
-    if isinstance(problem, str):
-        what = f"of {episodes} episodes" if episodes is not None else "(zoo eval --json)"
-        raise ZooError(f"'{path}' is not a final evaluation {what}: {problem}; delete it and evaluate the run again "
-                       f"(zoo bench, or zoo eval RUN --json FILE)")
-    return problem
-
-
-def _final_eval_problem(path: Path, episodes: int | None) -> str | list[float]:
-    # What is wrong with the file (a string), or its returns.
-    try:
-        if path.stat().st_size > _FINAL_EVAL_MAX_BYTES:
-            return f"it is larger than {_FINAL_EVAL_MAX_BYTES} bytes"
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        return f"it cannot be read as JSON ({type(exc).__name__})"
-    returns = data.get("returns") if isinstance(data, dict) else None
-    if not isinstance(returns, list):
-        return "it has no list of 'returns'"
-    for index, value in enumerate(returns):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"returns[{index}] is {json.dumps(value)[:40]}, not a number"
-        if not abs(value) < RETURN_LIMIT:  # also NaN; JSON's 1e999 reads as inf
-            return f"returns[{index}] is {value:.6g}, not a finite return within +-{RETURN_LIMIT:.0e}"
-    if not returns or (episodes is not None and len(returns) != episodes):
-        return f"it holds {len(returns)} returns"
-    if data.get("episodes", len(returns)) != len(returns):
-        return f"its 'episodes' says {json.dumps(data.get('episodes'))[:40]}"
-    return [float(value) for value in returns]
 
 
 @functools.lru_cache(maxsize=64)

@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from .. import __version__
-from ..agent import Agent
-from ..envs import EnvSpec, NormalizeObservation
+from ..envs import EnvSpec
 from ..errors import ConfigError, ZooError, first_line
-from ..run import load_run
+from ..run.load import Agent, agent_of, load_run
 from ..run.run_dir import CONFIG_FILE, lock_owner
 from ..run.state_files import atomic_write_bytes
 from . import CHECK_TOLERANCE, DEFAULT_CHECK, FORMATS, SUFFIXES
@@ -149,8 +148,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, whi
                           f"docs/plugins.md, Export)") from None
     difference = 0.0
     if check:
-        normalize = None if obs_state is None else NormalizeObservation.frozen(obs_state)
-        agent = Agent(policy, normalize, cfg)
+        agent = agent_of(cfg, policy, obs_state)
         difference = _check(ExportedRunner(fmt, data, names), agent, observations[:check], arrays, check)
     try:
         atomic_write_bytes(target, data)

@@ -1,11 +1,11 @@
-"""Runs: train (``train``), resume (``resume``) and load (``load``) run directories; launch a pipeline's
-processes (``launch``, ``supervisor``); the run directory's files (``run_dir``, ``state_files``,
+"""Runs: train (``train``), resume (``resume``) and load (``load``, the loaded ``Agent``) run directories; launch a
+pipeline's processes (``launch``, ``supervisor``); the run directory's files (``run_dir``, ``state_files``,
 ``metrics_files``) and the observers that write them (``observers``); several seeds of one config (``seeds``).
 """
 
 from .build import build_pipeline
-from .load import load_run
+from .load import Agent, load_agent, load_run
 from .log import ensure_logging
 from .train import run_worker, train
 
-__all__ = ["build_pipeline", "ensure_logging", "load_run", "run_worker", "train"]
+__all__ = ["Agent", "build_pipeline", "ensure_logging", "load_agent", "load_run", "run_worker", "train"]

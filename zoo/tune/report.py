@@ -14,10 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..bench.figures import pyplot, save_figure
 from ..config import dump_config, to_plain
 from ..config.resolve import resolve_config
 from ..errors import ConfigError, ZooError, first_line
-from ..plot import pyplot, save_figure
 from ..run.state_files import atomic_write_text
 from .space import TuneSettings, parse_settings
 from .study import BASE_CONFIG_ATTR, optuna_module

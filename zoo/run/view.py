@@ -1,0 +1,151 @@
+"""A read-only view of a run directory (``RunView``): its config, metrics rows, final evaluation and whether it
+finished, as ``zoo plot``, ``zoo bench``, ``zoo tune`` and ``zoo run --seeds`` read them; and finding run directories
+by path or glob (``find_runs``).
+
+A run directory may be someone else's: everything here reads data (safe YAML, JSON, bounded files), runs no code
+from it and never writes. A damaged file is one ZooError line naming it.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+from pathlib import Path
+from typing import Any
+
+from easydict import EasyDict
+
+from ..config import load_config_file, to_plain
+from ..errors import ZooError
+from .metrics_files import METRICS_JSONL, read_rows
+from .run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE
+
+# What ``zoo eval --json`` writes and ``zoo bench`` keeps as a run's final evaluation.
+FINAL_EVAL_FILE = "final_eval.json"
+FINAL_EVAL_EPISODES = 10
+# No environment zoo benchmarks comes near: MuJoCo's returns are below 1e5. Below this bound the sums and squares that
+# the statistics take over seeds and bootstrap resamples stay finite and exact enough; above it a value is damage.
+RETURN_LIMIT = 1e12
+_FINAL_EVAL_MAX_BYTES = 1 << 20  # ten returns take a few hundred bytes
+# Keys by which the runs of one config (its seeds) differ: left out of ``group_key``.
+GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
+
+
+def is_run(path: Path) -> bool:
+    """Whether ``path`` looks like a run directory that has trained (config.yaml and metrics.jsonl)."""
+    return (path / CONFIG_FILE).is_file() and (path / METRICS_JSONL).is_file()
+
+
+def find_runs(patterns: list[str]) -> list[Path]:
+    """Run directories named by ``patterns`` (paths or globs; a folder of run directories gives all of them)."""
+    found: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) or []
+        if not matches:
+            raise ZooError(f"'{pattern}' matches no run directory: give a run directory (runs/NAME) or a glob")
+        for match in map(Path, matches):
+            if is_run(match):
+                found.append(match)
+            elif match.is_dir() and any(is_run(child) for child in match.iterdir()):
+                found += sorted(child for child in match.iterdir() if is_run(child))
+            elif len(matches) == 1:
+                raise ZooError(f"'{match}' is not a run directory (no config.yaml and metrics.jsonl) and holds none")
+    if not found:
+        raise ZooError(f"no run directories in {patterns}: give run directories (runs/NAME) or a glob")
+    return list(dict.fromkeys(found))
+
+
+def read_final_returns(run: Path, episodes: int | None = FINAL_EVAL_EPISODES) -> list[float]:
+    """The episode returns of ``run``'s ``final_eval.json`` (the runner's final evaluation, ``zoo eval --json``): a
+    JSON object whose ``returns`` is a list of ``episodes`` finite numbers (not bools, not strings) each within
+    +-RETURN_LIMIT, as many as its own ``episodes`` field says; ``episodes=None`` (``zoo plot --aggregate`` of any
+    runs, evaluated with any ``zoo eval --episodes``) takes any count of one or more. A ZooError naming the file and
+    what is wrong otherwise."""
+    path = run / FINAL_EVAL_FILE
+    problem = _final_eval_problem(path, episodes)
+    if isinstance(problem, str):
+        what = f"of {episodes} episodes" if episodes is not None else "(zoo eval --json)"
+        raise ZooError(f"'{path}' is not a final evaluation {what}: {problem}; delete it and evaluate the run again "
+                       f"(zoo bench, or zoo eval RUN --json FILE)")
+    return problem
+
+
+def _final_eval_problem(path: Path, episodes: int | None) -> str | list[float]:
+    # What is wrong with the file (a string), or its returns.
+    try:
+        if path.stat().st_size > _FINAL_EVAL_MAX_BYTES:
+            return f"it is larger than {_FINAL_EVAL_MAX_BYTES} bytes"
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return f"it cannot be read as JSON ({type(exc).__name__})"
+    returns = data.get("returns") if isinstance(data, dict) else None
+    if not isinstance(returns, list):
+        return "it has no list of 'returns'"
+    for index, value in enumerate(returns):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"returns[{index}] is {json.dumps(value)[:40]}, not a number"
+        if not abs(value) < RETURN_LIMIT:  # also NaN; JSON's 1e999 reads as inf
+            return f"returns[{index}] is {value:.6g}, not a finite return within +-{RETURN_LIMIT:.0e}"
+    if not returns or (episodes is not None and len(returns) != episodes):
+        return f"it holds {len(returns)} returns"
+    if data.get("episodes", len(returns)) != len(returns):
+        return f"its 'episodes' says {json.dumps(data.get('episodes'))[:40]}"
+    return [float(value) for value in returns]
+
+
+class RunView:
+    """What a run directory holds, read lazily and once: ``config``, ``rows``, ``last(key)``, ``final_returns``,
+    ``finished``. Never writes; a view of a run still training sees the rows written so far."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunView({str(self.path)!r})"
+
+    @functools.cached_property
+    def config(self) -> EasyDict:
+        """config.yaml, read as data (a ZooError line when it is missing or damaged)."""
+        return load_config_file(self.path / CONFIG_FILE)
+
+    @functools.cached_property
+    def rows(self) -> list[dict[str, Any]]:
+        """The metrics rows (``read_rows``: a damaged line is one ZooError naming it); [] before the first."""
+        path = self.path / METRICS_JSONL
+        return read_rows(path) if path.is_file() else []
+
+    def last(self, key: str) -> Any:
+        """The last value of ``key`` in the metrics rows that has one (None if none has)."""
+        return next((row[key] for row in reversed(self.rows) if row.get(key) is not None), None)
+
+    def group_key(self) -> str:
+        """The config without what separates the seeds of one config (``GROUP_IGNORES``), as a comparable string."""
+        cfg = to_plain(self.config)
+        for key in GROUP_IGNORES:
+            cfg.pop(key, None)
+        return json.dumps(cfg, sort_keys=True, default=str)
+
+    @property
+    def has_config(self) -> bool:
+        """Whether the run got as far as writing its config.yaml."""
+        return (self.path / CONFIG_FILE).is_file()
+
+    @property
+    def has_checkpoint(self) -> bool:
+        """Whether the run saved a checkpoint (a ``zoo run --resume`` can continue it)."""
+        return (self.path / CHECKPOINT_FILE).is_file()
+
+    @property
+    def finished(self) -> bool:
+        """Whether training finished (the final model is written)."""
+        return (self.path / MODEL_FILE).is_file()
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether the run has a final evaluation file (checked only by ``final_returns``)."""
+        return (self.path / FINAL_EVAL_FILE).is_file()
+
+    def final_returns(self, episodes: int | None = FINAL_EVAL_EPISODES) -> list[float]:
+        """The final evaluation's returns (``read_final_returns``)."""
+        return read_final_returns(self.path, episodes)
