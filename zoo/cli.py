@@ -140,6 +140,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .run import train
+    from .run.children import write_summary
 
     if not args.config and not args.resume:
         raise ZooError("zoo run needs --config FILE or --resume RUN_DIR: e.g. zoo run --config configs/ppo_cartpole.py")
@@ -166,6 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.repair and not args.resume:
         raise ZooError("--repair goes with --resume: zoo run --resume RUN_DIR --repair")
     summary = train(args.config, overrides, resume=args.resume, repair=args.repair)
+    write_summary(summary)  # for a runner that started this run (zoo run --seeds, bench, tune): read, not parsed
     print(
         f"run_dir={summary['run_dir']} reason={summary['reason']} env_steps={summary['env_steps']} "
         f"wall_time={summary['wall_time']:.1f}s episode_return_mean={_rounded(summary['episode_return_mean'])} "

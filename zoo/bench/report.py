@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ..config import load_config_file
 from ..errors import ZooError
-from ..run.metrics_files import read_rows
+from ..run.view import RunView
 from .output import refused_write, write_text
 from .published import published_for
 from .runner import entries_of
-from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, read_final_returns
+from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir
 from .stats import aggregate, iqm
 from .suites import SUITES, Entry
 
@@ -47,10 +46,11 @@ def _finished(root: Path, entry: Entry, seeds: int, configs: Path) -> list[Path]
 
 
 def _read(run: Path) -> dict[str, Any]:
-    returns = read_final_returns(run)
-    rows = read_rows(run / "metrics.jsonl")
+    view = RunView(run)
+    returns = view.final_returns()
+    rows = view.rows
     last = rows[-1] if rows else {}
-    cfg = load_config_file(run / "config.yaml")
+    cfg = view.config
     return {"run": run, "final": float(np.mean(returns)), "episodes": len(returns),
             "env_steps": last.get("env_steps"), "minutes": float(last.get("wall_time", 0.0)) / 60.0,
             "env": cfg.env.id, "policy": cfg.policy.type, "budget": cfg.pipeline.max_env_steps}

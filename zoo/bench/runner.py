@@ -3,7 +3,8 @@
 Layout: ``<runs_dir>/bench/<entry>/seed_<k>/``, one ordinary run directory per entry and seed (an entry that two
 suites share, such as ``sac_hopper`` in ``mujoco`` and ``ace``, is one set of runs). Each run is a child process
 (``python -m zoo run ...``, then ``python -m zoo eval ... --json``), ``jobs`` at a time, started by
-``zoo.run.children.start_child``: the children die with the runner (SIGTERM, so that they save), however it dies.
+``zoo.run.children.ChildRuns``: the children die with the runner (SIGTERM, so that they save), however it dies, and
+each ``zoo run``'s summary (where it trained) is read from a file, not parsed from its output.
 Started again after a kill or Ctrl-C, the runner first waits (at most ``RELEASE_WAIT_S`` seconds in all) for the
 children of the killed runner to let go of their run directories, then looks at each one and does only what is left:
 
@@ -29,7 +30,6 @@ the children (which save) and the runner exits with 128 + the signal; one runner
 from __future__ import annotations
 
 import fcntl
-import json
 import shutil
 import signal
 import sys
@@ -40,8 +40,9 @@ from typing import IO, Any
 
 from ..errors import ConfigError, ZooError
 from ..lifetime import exit_cause
-from ..run.children import RELEASE_WAIT_S, Child, start_child, wait_for_release
+from ..run.children import RELEASE_WAIT_S, ChildRuns, Ended, wait_for_release
 from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE, lock_owner
+from ..run.view import RunView
 from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, read_final_returns
 from .suites import SUITES, Entry
 
@@ -105,26 +106,19 @@ def plan(run: Run, configs: Path, python: str = sys.executable) -> list[list[str
     return [train, evaluate]
 
 
-def _error_line(output: str, code: int | None) -> str:
-    lines = [line for line in output.splitlines() if line.startswith(("zoo: error: ", "zoo: internal error: "))]
-    if lines:
-        return lines[-1]
-    lines = [line for line in output.splitlines() if line.strip()]
-    return lines[-1] if lines else f"the child {exit_cause(code)}"
-
-
-def _trained_into(output: str) -> str | None:
-    # zoo run's summary line: run_dir=PATH reason=...
-    line = next((text for text in reversed(output.splitlines()) if text.startswith("run_dir=")), None)
-    return line.split()[0].split("=", 1)[1] if line else None
+def _error_line(ended: Ended) -> str:
+    if ended.error is not None:
+        return ended.error
+    lines = [line for line in ended.output.splitlines() if line.strip()]
+    return lines[-1] if lines else f"the child {exit_cause(ended.code)}"
 
 
 def _minutes(run: Run) -> float | None:
     # The measured training time of a finished run (its last metrics row), for the ETA.
     try:
-        lines = (run.path / "metrics.jsonl").read_text().splitlines()
-        return float(json.loads(lines[-1])["wall_time"]) / 60.0 if lines else None
-    except (OSError, ValueError, KeyError):
+        rows = RunView(run.path).rows
+        return float(rows[-1]["wall_time"]) / 60.0 if rows else None
+    except (ZooError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -137,7 +131,8 @@ class Bench:
         self.stream = stream or sys.stderr
         self.configs = configs if configs is not None else configs_dir([run.entry for run in runs])
         self.release_wait_s = release_wait_s
-        self.active: dict[Child, Run] = {}
+        self.children = ChildRuns()
+        self.active: dict[str, Run] = {}  # by label, as the children are
         self.signal: int | None = None
 
     def _eta_minutes(self, pending: list[Run]) -> float:
@@ -156,13 +151,12 @@ class Bench:
               f"about {eta:.0f} min left", file=self.stream, flush=True)
 
     def _start(self, run: Run) -> None:
-        self.active[start_child(run.steps.pop(0))] = run
+        self.children.start(run.label, run.steps.pop(0))
+        self.active[run.label] = run
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signal = self.signal or signum
-        for process in self.active:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)  # each run saves its checkpoint and exits
+        self.children.send(signal.SIGTERM)  # each run saves its checkpoint and exits
 
     def _plan(self, run: Run, deadline: float) -> None:
         """``run.steps``, once the killed runner's child (saving on its SIGTERM) has let go of its directory; a
@@ -177,20 +171,19 @@ class Bench:
         except ZooError as exc:
             run.error = str(exc)
 
-    def _ended(self, process: Child, run: Run) -> bool:
+    def _ended(self, ended: Ended, run: Run) -> bool:
         """Take in a child that ended; True when ``run`` is done (finished or failed), False when it goes on."""
-        output = process.read_output()
         if self.signal is not None:  # stopped (it saved): the next start goes on from there
             return False
-        if process.returncode != 0:
-            run.error = _error_line(output, process.returncode)
-        elif process.args[3] == "run" and "--config" in process.args and (
-                (trained := _trained_into(output)) is None or Path(trained) != run.path):
+        if ended.code != 0:
+            run.error = _error_line(ended)
+        elif ended.args[3] == "run" and "--config" in ended.args and (
+                (trained := (ended.summary or {}).get("run_dir")) is None or Path(trained) != run.path):
             run.error = f"zoo run trained into '{trained}' instead of '{run.path}'"  # never counted as this seed
         elif run.steps:
             self._start(run)
             return False
-        elif process.args[3] == "eval":
+        elif ended.args[3] == "eval":
             try:
                 read_final_returns(run.path)
             except ZooError as exc:
@@ -213,18 +206,18 @@ class Bench:
             while self.active or (pending and self.signal is None):
                 while pending and len(self.active) < self.jobs and self.signal is None:
                     self._start(pending.pop(0))
-                finished = [process for process in self.active if process.poll() is not None]
+                finished = self.children.ended()
                 if not finished:
                     time.sleep(0.2)
                     continue
-                for process in finished:
-                    run = self.active.pop(process)
-                    if self._ended(process, run):
+                for label, ended in finished:
+                    if self._ended(ended, self.active.pop(label)):
                         done += 1
                         self._report(done, pending)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self.children.stop()  # nothing left running after an error here (on the way out, they save)
         return [run for run in self.runs if run.error is not None]
 
 

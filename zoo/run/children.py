@@ -1,4 +1,5 @@
-"""Child ``zoo`` processes that die with the process that started them, and waiting for a run directory to be free.
+"""Child ``zoo`` processes that die with the process that started them (one runner for ``zoo run --seeds``,
+``zoo bench`` and ``zoo tune``), their outcome, and waiting for a run directory to be free.
 
 ``start_child`` starts a command (``python -m zoo run ...``) so that:
 
@@ -10,38 +11,109 @@
   that nobody reads while it trains, and the parent reads the output once the child has ended;
 - ``OPENBLAS_NUM_THREADS`` is 1 unless the caller's environment sets it (several runs share the cores).
 
+- its outcome is read from files, not parsed from its text: a ``zoo run`` child writes its summary (``write_summary``,
+  atomic JSON) to the file ``SUMMARY_ENV`` names, which ``start_child`` sets to a private temporary file; ``finish``
+  gives the exit code, that summary (None when the child wrote none: it failed or was killed) and its last
+  ``zoo: error:`` line (``error_line``, the one place that reads the CLI's error lines).
+
+``ChildRuns`` watches the children of one runner (keyed by the runner's own names: a seed, a run, a trial): starts
+them, hands back the ended ones, passes a stop signal on (each run saves) and stops the rest when the runner ends.
+
 ``wait_for_release`` waits, bounded, for the process that holds a run directory's lock (a child of a killed parent,
 saving on its SIGTERM) to let go of it, so that the next owner finds it free instead of "in use".
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..lifetime import die_with_parent
 from .run_dir import lock_owner
+from .state_files import atomic_write_text
+
+# The environment variable naming the file where a ``zoo run`` child writes its summary (set by ``start_child``).
+SUMMARY_ENV = "ZOO_SUMMARY_FILE"
+_SUMMARY_MAX_BYTES = 1 << 16  # a summary is a few hundred bytes
+_ERROR_PREFIXES = ("zoo: error: ", "zoo: internal error: ")
 
 # How long a new owner waits for a run directory's previous owner (saving after its SIGTERM) to let go of it.
 RELEASE_WAIT_S = 60.0
 
 
+def write_summary(summary: Mapping[str, Any]) -> None:
+    """Write ``zoo run``'s summary where the runner that started it asked (``SUMMARY_ENV``), atomically; nothing when
+    no runner asked. A write the system refuses is left out: the runner then reports the run by its exit code."""
+    path = os.environ.get(SUMMARY_ENV)
+    if not path:
+        return
+    try:
+        atomic_write_text(Path(path), json.dumps(dict(summary), default=str))
+    except OSError:
+        pass
+
+
+def error_line(output: str) -> str | None:
+    """The last ``zoo: error: ...`` (or ``zoo: internal error: ...``) line of a child's output, None without one."""
+    return next((line for line in reversed(output.splitlines()) if line.startswith(_ERROR_PREFIXES)), None)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What an ended child left: its command (``args``), exit ``code``, ``output`` (stdout and stderr together), its
+    ``summary`` (a ``zoo run`` that got to its end, interrupted or not) and its last error line (``error``)."""
+
+    args: list[str]
+    code: int
+    output: str
+    summary: dict[str, Any] | None
+    error: str | None
+
+
+def _read_summary(path: Path) -> dict[str, Any] | None:
+    # None for no file (the child failed or was killed before its end) and for anything not a summary.
+    try:
+        if path.stat().st_size > _SUMMARY_MAX_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("reason"), str):
+        return None
+    return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in data.items()}
+
+
 class Child(subprocess.Popen):
-    """A ``subprocess.Popen`` whose stdout and stderr (together) are kept in ``output``, read by ``read_output``."""
+    """A ``subprocess.Popen`` whose stdout and stderr (together) are kept in ``output``, read by ``read_output``,
+    and whose summary file is read by ``finish``."""
 
     output: IO[str]
+    summary_dir: Path | None = None
 
     def read_output(self) -> str:
-        """Everything the child wrote (call once it has ended); closes the temporary file."""
+        """Everything the child wrote (call once it has ended); closes and removes its temporary files."""
         self.output.seek(0)
         text = self.output.read()
         self.output.close()
+        if self.summary_dir is not None:
+            shutil.rmtree(self.summary_dir, ignore_errors=True)
         return text
+
+    def finish(self) -> Ended:
+        """The child's outcome (call once it has ended); removes its temporary files."""
+        summary = None if self.summary_dir is None else _read_summary(self.summary_dir / "summary.json")
+        output = self.read_output()
+        return Ended([str(arg) for arg in self.args], int(self.returncode), output, summary, error_line(output))
 
 
 def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Child:
@@ -49,15 +121,56 @@ def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cw
     environment (default: this process's), with ``OPENBLAS_NUM_THREADS=1`` unless it sets it."""
     environment = dict(os.environ if env is None else env)
     environment.setdefault("OPENBLAS_NUM_THREADS", "1")
+    summary_dir = Path(tempfile.mkdtemp(prefix="zoo-child-"))
+    environment[SUMMARY_ENV] = str(summary_dir / "summary.json")
     output = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - the child's
     try:
         child = Child(list(command), stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                       env=environment, cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
     except BaseException:
         output.close()
+        shutil.rmtree(summary_dir, ignore_errors=True)
         raise
     child.output = output
+    child.summary_dir = summary_dir
     return child
+
+
+class ChildRuns:
+    """The children of one runner, by the runner's key for each (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.active: dict[Hashable, Child] = {}
+
+    def __len__(self) -> int:
+        return len(self.active)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self.active
+
+    def start(self, key: Hashable, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        """Start ``command`` for ``key`` (``start_child``)."""
+        if key in self.active:
+            raise RuntimeError(f"a child for {key!r} is running")  # the runner's bookkeeping is wrong
+        self.active[key] = start_child(command, env)
+
+    def ended(self) -> list[tuple[Hashable, Ended]]:
+        """The children that have ended since the last call, with their outcome, in the order they were started."""
+        done = [key for key, child in self.active.items() if child.poll() is not None]
+        return [(key, self.active.pop(key).finish()) for key in done]
+
+    def send(self, signum: int) -> None:
+        """Send ``signum`` to every child still running (SIGTERM or SIGINT: each run saves and stops)."""
+        for child in self.active.values():
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    def stop(self) -> list[tuple[Hashable, Ended]]:
+        """SIGTERM the children still running (they save), wait for every child; their outcomes."""
+        self.send(signal.SIGTERM)
+        for child in self.active.values():
+            child.wait()
+        return self.ended()
 
 
 def wait_for_release(run_dir: str | Path, timeout_s: float = RELEASE_WAIT_S, stop: Callable[[], bool] | None = None,

@@ -1,15 +1,16 @@
 """Several seeds of one config: ``zoo run --config X --seeds 0 1 2 [--jobs N]``.
 
 Each seed trains into ``<runs_dir>/<exp_name>/seed_<k>/`` (the usual run directory, resumable on its own), one
-after another in this process, or ``--jobs N`` at a time as separate ``zoo run`` processes. The result is a table of
-each seed's outcome (why it stopped, steps, wall time, the last training and evaluation means) and their mean.
+after another in this process, or ``--jobs N`` at a time as separate ``zoo run`` processes (``zoo.run.children``:
+they die with this process, a stop signal reaches each of them once, and each one's summary is read from a file).
+The result is a table of each seed's outcome (why it stopped, steps, wall time, the last training and evaluation
+means) and their mean.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
+import signal
 import sys
 import time
 from pathlib import Path
@@ -18,18 +19,15 @@ from typing import Any
 from ..config import load_config_file
 from ..config.resolve import resolve_config
 from ..errors import ConfigError
+from .children import ChildRuns, Ended
 from .train import train
+from .view import RunView
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _last_eval(run_dir: str | None) -> float | None:
-    if run_dir is None or not (Path(run_dir) / "metrics.jsonl").exists():
-        return None
-    found = None
-    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
-        value = json.loads(line).get("eval_return_mean") if line.strip() else None
-        if value is not None:
-            found = value
-    return found
+    return None if run_dir is None else RunView(run_dir).last("eval_return_mean")
 
 
 def _seed_overrides(overrides: list[Any], seed: int, parent: Path) -> list[Any]:
@@ -62,6 +60,8 @@ def run_seeds(config: str, overrides: list[Any], seeds: list[int], jobs: int = 1
 
 
 def _in_processes(config: str, overrides: list[Any], seeds: list[int], jobs: int, parent: Path) -> list[dict]:
+    """The seeds as ``zoo run`` children (``ChildRuns``: they die with this process); a stop signal goes on to the
+    running ones, which save, and no further seed starts: the results then hold the seeds that ran."""
     def command(seed: int) -> list[str]:
         args = [sys.executable, "-m", "zoo", "run", "--config", config]
         for item in _seed_overrides(overrides, seed, parent):
@@ -69,41 +69,51 @@ def _in_processes(config: str, overrides: list[Any], seeds: list[int], jobs: int
             args += ["--set", f"{key}={value}"]
         return args
 
-    waiting, running, results = list(seeds), {}, {}
+    stopped: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stopped.append(signum)
+        children.send(signum)  # each run saves its checkpoint and ends as interrupted
+
+    waiting, results, children = list(seeds), {}, ChildRuns()
+    previous = {signum: signal.signal(signum, on_signal) for signum in _SIGNALS}
     try:
-        while waiting or running:
-            while waiting and len(running) < jobs:
+        while waiting or len(children):
+            while waiting and len(children) < jobs and not stopped:
                 seed = waiting.pop(0)
-                running[seed] = subprocess.Popen(command(seed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                 text=True)
+                children.start(seed, command(seed))
+            if stopped:
+                waiting = []
             time.sleep(0.1)
-            for seed, process in list(running.items()):
-                if process.poll() is None:
-                    continue
-                out, err = process.communicate()
-                del running[seed]
-                results[seed] = _parse(seed, process.returncode, out, err)
+            for seed, ended in children.ended():
+                results[seed] = _result(seed, ended)
                 print(f"zoo: seed {seed}: {results[seed]['reason']}", file=sys.stderr, flush=True)
-    except KeyboardInterrupt:  # the children got the Ctrl-C too: they save and stop
-        for process in running.values():
-            process.wait()
-        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for seed, ended in children.stop():
+            results[seed] = _result(seed, ended)
+    for seed in seeds:  # stopped before they started: interrupted, with the signal's exit code
+        if seed not in results:
+            results[seed] = {**_result(seed, None), "reason": "interrupted", "error": "not started",
+                             "exit_code": 128 + int(stopped[0])}
     return [results[seed] for seed in seeds]
 
 
-def _parse(seed: int, code: int, out: str, err: str) -> dict[str, Any]:
-    last = next((line for line in reversed(out.splitlines()) if line.startswith("run_dir=")), None)
-    if last is None:
-        errors = [line for line in err.splitlines() if line.startswith("zoo: error:")]
-        return {"seed": seed, "reason": "failed", "error": errors[-1] if errors else f"exit code {code}",
+def _result(seed: int, ended: Ended | None) -> dict[str, Any]:
+    summary = None if ended is None else ended.summary
+    if summary is None:
+        error = None if ended is None else ended.error or f"exit code {ended.code}"
+        return {"seed": seed, "reason": "failed", "error": error,
                 "run_dir": None, "env_steps": None, "wall_time": None, "episode_return_mean": None,
                 "eval_return_mean": None}
-    fields = dict(part.split("=", 1) for part in last.split())
-    mean = fields["episode_return_mean"]
-    return {"seed": seed, "run_dir": fields["run_dir"], "reason": fields["reason"],
-            "env_steps": int(fields["env_steps"]), "wall_time": float(fields["wall_time"].rstrip("s")),
-            "episode_return_mean": None if mean == "None" else float(mean),
-            "eval_return_mean": _last_eval(fields["run_dir"])}
+    result = {"seed": seed, "run_dir": summary["run_dir"], "reason": summary["reason"],
+              "env_steps": summary["env_steps"], "wall_time": summary["wall_time"],
+              "episode_return_mean": summary["episode_return_mean"],
+              "eval_return_mean": _last_eval(summary["run_dir"])}
+    if "exit_code" in summary:
+        result["exit_code"] = summary["exit_code"]
+    return result
 
 
 def table(results: list[dict[str, Any]]) -> str:

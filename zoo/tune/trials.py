@@ -27,7 +27,8 @@ read-only folder) is no failure of the trial: the command stops at once (the oth
 that line and exit 2, and the trial stays RUNNING for the next ``zoo tune`` to continue from its checkpoint. A study
 database that fails mid-search (disk I/O error, a lock held beyond the timeout, read-only) stops it the same way. A
 stop signal (Ctrl-C, SIGTERM, SIGHUP) goes to the trials' runs, which save; their trials stay RUNNING and the same
-command continues them. The children die with this process (SIGTERM, so they save) if it is killed.
+command continues them. The children die with this process (SIGTERM, so they save) if it is killed
+(``zoo.run.children.ChildRuns``, which reads each run's summary from a file).
 """
 
 from __future__ import annotations
@@ -38,9 +39,7 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,9 +47,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ZooError, first_line
-from ..lifetime import die_with_parent, exit_cause
-from ..run.metrics_files import METRICS_JSONL, read_rows
-from ..run.run_dir import CONFIG_FILE, LOCK_FILE, MODEL_FILE
+from ..lifetime import exit_cause
+from ..run.children import RELEASE_WAIT_S, ChildRuns, Ended, wait_for_release
+from ..run.run_dir import CONFIG_FILE, MODEL_FILE
+from ..run.view import RunView
 from .ownership import Refused, check_folders, clear_unconfigured, malformed, own, trial_folder
 from .space import TuneSettings
 from .study import optuna_module, redact, storage_errors
@@ -64,17 +64,13 @@ LOCKS = ".locks"
 ORPHAN_AFTER_S = 60.0
 POLL_S = 2.0  # how often an idle tuner asks the storage again
 FAILURES_IN_A_ROW = 3
-# How long an adopted trial waits for the run directory's previous owner (a child of a killed zoo tune, saving on
-# its SIGTERM) to let go of it.
-RELEASE_WAIT_S = 60.0
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def objective(run_path: Path, settings: TuneSettings) -> float | None:
     """The objective of one finished run: the best or the last value of ``tune.metric`` in its metrics rows (None
     when no row has one)."""
-    values = [row[settings.metric] for row in read_rows(run_path / METRICS_JSONL)
-              if row.get(settings.metric) is not None]
+    values = [row[settings.metric] for row in RunView(run_path).rows if row.get(settings.metric) is not None]
     if not values:
         return None
     if settings.objective == "final":
@@ -82,27 +78,8 @@ def objective(run_path: Path, settings: TuneSettings) -> float | None:
     return float(max(values) if settings.direction == "maximize" else min(values))
 
 
-def _lock_held(path: Path) -> bool:
-    """Whether a process holds the flock on ``path`` (an existing lock file); probing takes and drops it."""
-    try:
-        with open(path, "a") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return False
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-
-
-def _summary_line(output: str) -> dict[str, str]:
-    line = next((text for text in reversed(output.splitlines()) if text.startswith("run_dir=")), None)
-    return dict(part.split("=", 1) for part in line.split() if "=" in part) if line else {}
-
-
-def _error_line(output: str, code: int) -> str:
-    lines = [line for line in output.splitlines() if line.startswith(("zoo: error: ", "zoo: internal error: "))]
-    return lines[-1].split("error: ", 1)[1] if lines else f"zoo run {exit_cause(code)}"
+def _error_line(ended: Ended) -> str:
+    return ended.error.split("error: ", 1)[1] if ended.error else f"zoo run {exit_cause(ended.code)}"
 
 
 @dataclass
@@ -115,8 +92,6 @@ class Job:
     lock: IO[str]
     seeds: list[int]
     results: list[float] = field(default_factory=list)
-    process: subprocess.Popen | None = None
-    output: IO[str] | None = None
 
     def run_path(self, index: int) -> Path:
         """The run directory of the ``index``-th seed."""
@@ -134,6 +109,7 @@ class Tuner:
         self.say = say or (lambda text: print(f"zoo tune: {text}", file=sys.stderr, flush=True))
         self.host = socket.gethostname()
         self.active: dict[int, Job] = {}
+        self.children = ChildRuns()  # the running seeds' zoo run processes, by trial number
         self.signal: int | None = None
         self.failures_in_a_row = 0
         self.last_error: str | None = None
@@ -234,14 +210,6 @@ class Tuner:
             command += ["--set", f"{key}={json.dumps(value)}"]  # JSON: a string choice stays a string
         return command
 
-    def _wait_for_release(self, path: Path) -> bool:
-        deadline = time.monotonic() + RELEASE_WAIT_S
-        while _lock_held(path / LOCK_FILE):
-            if time.monotonic() > deadline or self.signal is not None:
-                return False
-            time.sleep(0.2)
-        return True
-
     def _advance(self, job: Job) -> None:
         """Start the job's next seed, or end the trial when every seed is done (or it was pruned)."""
         while len(job.results) < len(job.seeds):
@@ -261,23 +229,19 @@ class Tuner:
                 continue
             if self._stopping_at_once():
                 return self._release(job)  # stopping: the next zoo tune starts this seed
-            if not self._wait_for_release(path):
+            if not wait_for_release(path, RELEASE_WAIT_S, lambda: self.signal is not None, poll_s=0.2):
                 if self.signal is None:
                     self.say(f"trial {job.number}: another process holds {path}: leaving the trial for later")
                     self.skipped.add(job.number)
                 return self._release(job)
-            job.output = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read when the child ends; never fills up
             env = {**os.environ, ENV_STORAGE: self.url, ENV_STUDY: self.study.study_name,
                    ENV_TRIAL: str(job.number), ENV_REPORT: "1" if index == 0 else "0"}
-            env.setdefault("OPENBLAS_NUM_THREADS", "1")
-            # Its own session: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
             try:
                 command = self._command(job, index)
             except Refused as exc:
-                job.output.close()
                 return self._finish(job, self.state.FAIL, str(exc), counts=False)
-            job.process = subprocess.Popen(command, stdout=job.output, stderr=subprocess.STDOUT,
-                                           text=True, env=env, start_new_session=True, preexec_fn=die_with_parent)
+            # Its own session: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
+            self.children.start(job.number, command, env)
             self.active[job.number] = job
             return None
         mean = sum(job.results) / len(job.results)
@@ -309,16 +273,10 @@ class Tuner:
         job.lock.close()  # the flock goes with the descriptor
 
     def _collect(self) -> None:
-        for job in list(self.active.values()):
-            if job.process is None or job.process.poll() is None:
-                continue
-            code = job.process.returncode
-            job.output.seek(0)
-            output = job.output.read()
-            job.output.close()
-            job.process = job.output = None
-            summary = _summary_line(output)
-            error = _error_line(output, code)
+        for number, ended in self.children.ended():
+            job, code = self.active[number], ended.code
+            summary = ended.summary or {}
+            error = _error_line(ended)
             if summary.get("reason") == "interrupted" or (self._stopping_at_once() and code != 0):
                 self._release(job)  # saved (or stopped at once): it stays RUNNING for the next zoo tune
             elif code == 0:
@@ -336,9 +294,7 @@ class Tuner:
         return self.signal is not None or self.refused is not None
 
     def _stop_children(self, signum: int) -> None:
-        for job in self.active.values():
-            if job.process is not None and job.process.poll() is None:
-                job.process.send_signal(signum)
+        self.children.send(signum)
 
     # -- the loop ------------------------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -362,11 +318,8 @@ class Tuner:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self.children.stop()  # SIGTERM: the runs save
             for job in list(self.active.values()):
-                if job.process is not None:
-                    if job.process.poll() is None:
-                        job.process.terminate()  # SIGTERM: the run saves
-                    job.process.wait()
                 self._release(job)
         if self.refused is not None:
             raise ZooError(f"{self.refused}; the running trials' runs saved and stay RUNNING: fix that, then run "
