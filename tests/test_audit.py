@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import socket
 from pathlib import Path
 
 import gymnasium as gym
@@ -27,6 +26,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from helpers import free_port
 
 from zoo.config.resolve import resolve_config
 from zoo.data import ReplayBuffer, Transitions
@@ -47,12 +47,6 @@ DPPO = {
     "pipeline": {"world_size": 2, "num_envs": 2, "rollout_steps": 8, "eval_every": 0},
 }
 ITERATIONS = 2  # the second iteration merges into the common state of the first (``since``)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _record_updates(statistics: RunningMeanStd, batches: list[np.ndarray]) -> None:
@@ -99,7 +93,7 @@ def _dppo_worker(rank: int, port: int, out_dir: str) -> None:
 @pytest.fixture(scope="module")
 def dppo_workers(tmp_path_factory) -> list[dict]:
     out_dir = tmp_path_factory.mktemp("audit_dppo")
-    mp.spawn(_dppo_worker, args=(_free_port(), str(out_dir)), nprocs=2, join=True)
+    mp.spawn(_dppo_worker, args=(free_port(), str(out_dir)), nprocs=2, join=True)
     return [torch.load(out_dir / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
 
 

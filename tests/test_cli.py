@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import write_config
 
 from zoo.cli import main
 
@@ -14,12 +15,6 @@ TINY = [
     "--set", "pipeline.num_envs=2", "--set", "pipeline.rollout_steps=16", "--set", "pipeline.eval_every=2",
     "--set", "pipeline.eval_episodes=2", "--set", "pipeline.checkpoint_every=1",
 ]  # fmt: skip
-
-
-def _config(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "cfg.py"
-    path.write_text(body)
-    return path
 
 
 GOOD = "config = dict(exp_name='t', env=dict(id='CartPole-v1'), policy=dict(type='ppo', epochs=1, minibatch_size=32))\n"
@@ -50,7 +45,7 @@ def _run(tmp_path: Path, *extra: str) -> int:
     ],
 )
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, body, message):
-    code = _run(tmp_path, "--config", str(_config(tmp_path, body)), "--set", "pipeline.max_env_steps=64")
+    code = _run(tmp_path, "--config", str(write_config(tmp_path, body)), "--set", "pipeline.max_env_steps=64")
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and err.startswith("zoo: error:")
@@ -80,7 +75,7 @@ def _without_time(rows: list[dict]) -> list[dict]:
 
 
 def test_run_reproduce_resume_eval(tmp_path, capsys):
-    cfg = _config(tmp_path, GOOD)
+    cfg = write_config(tmp_path, GOOD)
     assert _run(tmp_path, "--config", str(cfg), *TINY, "--set", "pipeline.max_env_steps=128") == 0
     run_dir = tmp_path / "runs" / "t"
     for name in ("config.yaml", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "model.pt"):
@@ -125,7 +120,7 @@ def test_eval_restores_observation_normalisation(tmp_path, capsys):
         "config = dict(exp_name='norm', env=dict(id='Pendulum-v1'), policy=dict(type='ppo', epochs=1),\n"
         "              pipeline=dict(normalize_obs=True, normalize_reward=True))\n"
     )
-    cfg = _config(tmp_path, body)
+    cfg = write_config(tmp_path, body)
     assert _run(tmp_path, "--config", str(cfg), *TINY, "--set", "pipeline.max_env_steps=64") == 0
     capsys.readouterr()
     assert main(["eval", str(tmp_path / "runs" / "norm"), "--episodes", "2"]) == 0

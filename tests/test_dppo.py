@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from easydict import EasyDict
+from helpers import TIMINGS, free_port, metrics_rows, new_policy
 
 from zoo.data import Rollout
 from zoo.errors import ConfigError
@@ -41,13 +40,9 @@ from zoo.rl_utils import RunningMeanStd, sync_running_mean_std
 from zoo.run import train
 from zoo.run.run_dir import load_weights_only
 
+DPPO_TIMINGS = (*TIMINGS, "allreduce_ms")  # what differs between two runs of one seed
+
 OBS_DIM, ACT_DIM, N_ACTIONS, T, B = 4, 2, 3, 5, 3
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- the maths, in-process ----------------------------------------------------------------------------------
@@ -118,11 +113,9 @@ def test_a_pipeline_of_two_workers_outside_a_process_group_is_a_clear_error(tmp_
 
 # -- the maths across two processes -------------------------------------------------------------------------
 def _policy(cls, discrete: bool, **overrides):
-    cfg = EasyDict({**cls.default_config, "hidden_sizes": [8, 8], "anneal_lr": False, **overrides})
-    torch.manual_seed(0)
     action_space = gym.spaces.Discrete(N_ACTIONS) if discrete else gym.spaces.Box(-1, 1, (ACT_DIM,))
     obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,))
-    return cls(cfg, obs_space, action_space, torch.device("cpu"))
+    return new_policy(cls, obs_space, action_space, **{"hidden_sizes": [8, 8], "anneal_lr": False, **overrides})
 
 
 def _rollout(policy, columns: slice) -> Rollout:
@@ -201,7 +194,7 @@ def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory) -> list[dict]:
     out_dir = tmp_path_factory.mktemp("dppo")
-    mp.spawn(_equivalence_worker, args=(_free_port(), str(out_dir)), nprocs=2, join=True)
+    mp.spawn(_equivalence_worker, args=(free_port(), str(out_dir)), nprocs=2, join=True)
     return [torch.load(out_dir / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
 
 
@@ -272,12 +265,6 @@ def _write_config(tmp_path: Path, config: dict) -> Path:
     return path
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    timings = ("wall_time", "sps", "allreduce_ms")
-    return [{k: v for k, v in json.loads(line).items() if k not in timings} for line in lines]
-
-
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -340,7 +327,7 @@ def test_only_rank_0_writes_and_the_checkpoint_holds_every_workers_state(tmp_pat
     summary = train({**DPPO, "runs_dir": str(tmp_path / "runs")})
     runs = list((tmp_path / "runs").iterdir())
     assert [p.name for p in runs] == ["d"] and summary["run_dir"] == str(runs[0])
-    rows = _rows(runs[0])
+    rows = metrics_rows(runs[0], DPPO_TIMINGS)
     steps = [row["env_steps"] for row in rows]
     assert steps == [2 * 2 * 16 * (i + 1) for i in range(len(rows))]  # both workers' steps count
     assert summary["env_steps"] == 6_400
@@ -373,11 +360,11 @@ def test_a_stop_signal_saves_once_stops_every_process_and_resume_is_exact(tmp_pa
     assert process.returncode == (143 if how == "sigterm_to_zoo_run" else 130), err
     assert "continue with: zoo run --resume" in out
     assert _alive(workers) == []
-    stopped_at = len(_rows(broken))
+    stopped_at = len(metrics_rows(broken, DPPO_TIMINGS))
     assert load_weights_only(broken / "checkpoint.pt")["loop"]["iteration"] == stopped_at  # saved at the stop
     summary = train(None, resume=broken)
     assert summary["reason"] == "max_env_steps"
-    assert _rows(broken) == _rows(Path(whole["run_dir"]))
+    assert metrics_rows(broken, DPPO_TIMINGS) == metrics_rows(Path(whole["run_dir"]), DPPO_TIMINGS)
     mine = load_weights_only(broken / "checkpoint.pt")["policy"]["model"]
     reference = load_weights_only(Path(whole["run_dir"]) / "checkpoint.pt")["policy"]["model"]
     assert all(torch.equal(mine[key], reference[key]) for key in reference)
@@ -423,7 +410,7 @@ def test_a_worker_that_raises_is_named_with_its_error_and_custom_envs_work_in_ev
 
 
 def _torchrun_nodes(path: Path, cwd: Path) -> list[tuple[int, str]]:
-    port = _free_port()
+    port = free_port()
     nodes = [
         subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
@@ -461,7 +448,7 @@ def test_two_torchrun_nodes_on_loopback_train_one_run(tmp_path):
         assert [code for code, _ in results] == [0, 0], (first, results)
     assert [code for code, _ in results] == [0, 0], results
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["d"]  # rank 0 alone made a run directory
-    rows = _rows(tmp_path / "runs" / "d")
+    rows = metrics_rows(tmp_path / "runs" / "d", DPPO_TIMINGS)
     assert rows[-1]["env_steps"] == 2_048 and len(rows) == 2_048 // (2 * 2 * 16)
     assert len(load_weights_only(tmp_path / "runs" / "d" / "checkpoint.pt")["workers"]) == 2
 
@@ -524,14 +511,14 @@ def test_killing_the_torchrun_agent_stops_every_rank_which_saves_and_frees_the_r
     with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
         agent = subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
-             "--master-addr=127.0.0.1", f"--master-port={_free_port()}",
+             "--master-addr=127.0.0.1", f"--master-port={free_port()}",
              "-m", "zoo", "run", "--config", str(_write_config(tmp_path, config))],
             cwd=tmp_path, stdout=out, stderr=err, start_new_session=True,
         )
     ranks: list[int] = []
     try:
         deadline = time.monotonic() + 120
-        while not ((run_dir / "metrics.jsonl").exists() and _rows(run_dir)):
+        while not ((run_dir / "metrics.jsonl").exists() and metrics_rows(run_dir, DPPO_TIMINGS)):
             assert agent.poll() is None, (tmp_path / "err.txt").read_text()
             assert time.monotonic() < deadline, "no metrics row within 120 s"
             time.sleep(0.05)
@@ -561,5 +548,5 @@ def test_killing_the_torchrun_agent_stops_every_rank_which_saves_and_frees_the_r
     with open(run_dir / ".lock", "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises when a process still holds it
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-    assert load_weights_only(run_dir / "checkpoint.pt")["loop"]["iteration"] == len(_rows(run_dir))
+    assert load_weights_only(run_dir / "checkpoint.pt")["loop"]["iteration"] == len(metrics_rows(run_dir, DPPO_TIMINGS))
     assert zoo.load(run_dir).predict(np.zeros(4, dtype=np.float32)) in (0, 1)

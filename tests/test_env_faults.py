@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import metrics_rows
 
 from zoo.cli import main
 from zoo.envs import EnvSpec, make_env, make_vector_env
@@ -104,10 +105,6 @@ def _zoo_log_level():
     logger.propagate = found[2]
 
 
-def _rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def _zoo(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "zoo", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
@@ -168,7 +165,7 @@ def _resume_and_check(tmp_path: Path, run: Path, saved_iteration: int, budget: i
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("a stop signal interrupted them mid-call") == 1, done.stderr
     assert "not exact" in done.stderr
-    rows = _rows(run)
+    rows = metrics_rows(run)
     assert [row["iteration"] for row in rows] == list(range(1, len(rows) + 1))
     assert len(rows) > saved_iteration
     assert load_weights_only(run / "checkpoint.pt")["loop"]["iteration"] == len(rows)
@@ -185,7 +182,7 @@ def test_sigterm_stops_a_ppo_run_hung_in_step_and_saves_its_last_completed_itera
     state = load_weights_only(run / "checkpoint.pt")
     assert (state["loop"]["iteration"], state["loop"]["env_steps"], state["metrics_rows"]) == (2, 64, 2)
     assert state["components"]["collector"]["env"] is None  # the envs were mid-step: not saved
-    assert [row["iteration"] for row in _rows(run)] == [1, 2]
+    assert [row["iteration"] for row in metrics_rows(run)] == [1, 2]
     # the state of iteration 2 exactly, normalisers' statistics included (the abandoned rollout updated them)
     unbroken = load_weights_only(_unbroken(tmp_path, PPO, 64) / "checkpoint.pt")
     assert _same(state["policy"], unbroken["policy"])
@@ -221,7 +218,7 @@ def test_sigterm_stops_dppo_workers_when_one_hangs_in_step(tmp_path):
     assert code == 143, err
     state = load_weights_only(run / "checkpoint.pt")
     assert (state["loop"]["iteration"], state["loop"]["env_steps"], state["metrics_rows"]) == (2, 128, 2)
-    assert [row["iteration"] for row in _rows(run)] == [1, 2]
+    assert [row["iteration"] for row in metrics_rows(run)] == [1, 2]
     _resume_and_check(tmp_path, run, 2, budget=256)
 
 
@@ -242,7 +239,7 @@ def test_an_env_call_past_call_timeout_s_stops_the_run_in_one_line_keeping_the_c
 def test_call_timeout_s_0_is_no_limit(tmp_path, capsys):
     config = _config(tmp_path, {**PPO, "pipeline": {**PPO["pipeline"], "max_env_steps": 64}})
     assert main(["run", "--config", str(config), "--set", "env.call_timeout_s=0", "-q"]) == 0, capsys.readouterr()
-    assert len(_rows(tmp_path / "runs" / "f")) == 2
+    assert len(metrics_rows(tmp_path / "runs" / "f")) == 2
 
 
 def test_a_stop_requested_before_a_call_interrupts_it_after_the_grace(monkeypatch):

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from easydict import EasyDict
+from helpers import new_policy
 from spaces_envs import BrightSideEnv, DictCueEnv, MatchComponentsEnv
 
 from zoo.envs import NormalizeObservation
@@ -49,9 +49,8 @@ ACTIONS = {
 
 
 def _policy(cls, action_space, observation_space=BOX, seed=0, **overrides):
-    torch.manual_seed(seed)
-    cfg = EasyDict({**cls.default_config, "hidden_sizes": [16], **overrides})
-    return cls(cfg, observation_space, action_space, torch.device("cpu"), acting_only=True)
+    config = {"hidden_sizes": [16], **overrides}
+    return new_policy(cls, observation_space, action_space, seed, acting_only=True, **config)
 
 
 def _exported(fmt, module, example):

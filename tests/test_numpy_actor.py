@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from easydict import EasyDict
+from helpers import new_policy
 
 from zoo.policies import A2CPolicy, PPOPolicy, numpy_actor
 from zoo.policies.base import CollectActor, CollectOutput
@@ -20,9 +21,7 @@ T, B = 5, 32
 
 
 def make_policy(action_space: gym.Space, cls: type = PPOPolicy, **overrides) -> PPOPolicy:
-    cfg = EasyDict({**cls.default_config, "hidden_sizes": [16, 16], **overrides})
-    torch.manual_seed(0)
-    policy = cls(cfg, OBS_SPACE, action_space, torch.device("cpu"))
+    policy = new_policy(cls, OBS_SPACE, action_space, **{"hidden_sizes": [16, 16], **overrides})
     with torch.no_grad():  # biases start at 0: give them values, so that the folded biases count
         for name, parameter in policy.model.named_parameters():
             if name.endswith("bias"):

@@ -3,7 +3,6 @@ buffer in the run directory, exact resume (with a causal fit pending across the 
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import TIMINGS, metrics_rows
 
 from zoo.cli import main
 from zoo.policies import SACPolicy
@@ -49,11 +49,6 @@ def two_action_env():
     ENV_REGISTRY.register("zoo_test_two_action", TwoActionEnv)
     yield "zoo_test_two_action"
     ENV_REGISTRY.unregister("zoo_test_two_action")
-
-
-def _rows(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps")} for row in rows]
 
 
 def test_random_actions_until_learning_starts_then_the_update_to_data_ratio(tmp_path, monkeypatch):
@@ -96,7 +91,7 @@ def test_the_replay_buffer_is_saved_apart_and_resume_is_exact_with_a_pending_cau
     assert state["policy"]["causal"]["pending"]["apply_at"] == 350
     assert sorted(p.name for p in run.glob("replay-*.pt")) == ["replay-000000005.pt"]
     train(None, ["pipeline.max_env_steps=900"], resume=run)
-    rows, whole_rows = _rows(run), _rows(Path(whole["run_dir"]))
+    rows, whole_rows = metrics_rows(run, TIMINGS), metrics_rows(Path(whole["run_dir"]), TIMINGS)
     assert rows == whole_rows
     weights = [row.get("causal_weight_0") for row in rows]
     assert weights[0] is None  # no learning (and no learning metrics) before learning_starts

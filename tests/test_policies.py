@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 import torch
 from easydict import EasyDict
+from helpers import new_policy
 
 from zoo.envs import EnvSpec
 from zoo.envs.wrappers import NormalizeObservation
@@ -55,10 +56,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # -- builders ---------------------------------------------------------------------------------------------------
 def make_policy(cls, discrete: bool, seed: int = 0, acting_only: bool = False, **overrides):
-    cfg = EasyDict({**cls.default_config, "hidden_sizes": [16, 16], **overrides})
-    torch.manual_seed(seed)
     space = DISCRETE_SPACE if discrete else BOX_SPACE
-    return cls(cfg, OBS_SPACE, space, torch.device("cpu"), acting_only=acting_only)
+    return new_policy(cls, OBS_SPACE, space, seed, acting_only, **{"hidden_sizes": [16, 16], **overrides})
 
 
 def clone_policy(policy):

@@ -9,7 +9,6 @@ file, and marker files proving that loading, evaluating, recording or plotting a
 
 from __future__ import annotations
 
-import json
 import logging
 import resource
 import shutil
@@ -23,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import TIMINGS, metrics_rows, write_config
 
 from zoo.cli import main
 from zoo.errors import NonFiniteError
@@ -84,17 +84,6 @@ sys.exit(main(args))
 '''
 
 
-def _config(tmp_path: Path, config: dict, name: str = "cfg.py") -> Path:
-    path = tmp_path / name
-    path.write_text(f"config = {config!r}\n")
-    return path
-
-
-def _rows(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps")} for row in rows]
-
-
 def _weights(run: Path) -> dict:
     return load_weights_only(run / "checkpoint.pt")["policy"]
 
@@ -152,20 +141,21 @@ PHASES = [
 @pytest.mark.slow
 @pytest.mark.parametrize(("phase", "count"), PHASES, ids=[f"{p}#{c}" for p, c in PHASES])
 def test_a_run_killed_at_any_moment_resumes_to_the_result_of_an_unbroken_run(tmp_path, unbroken_sac, phase, count):
-    cfg = _config(tmp_path, {**SAC, "runs_dir": str(tmp_path / "runs")})
+    cfg = write_config(tmp_path, {**SAC, "runs_dir": str(tmp_path / "runs")})
     _killed(tmp_path, phase, count, "run", "--config", str(cfg), "-q")
     run = tmp_path / "runs" / "s"
     done = _zoo("run", "--resume", str(run), "-q")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert _rows(run) == _rows(unbroken_sac)  # every iteration once, in order, as if never killed
+    # every iteration once, in order, as if never killed
+    assert metrics_rows(run, TIMINGS) == metrics_rows(unbroken_sac, TIMINGS)
     assert _same(_weights(run), _weights(unbroken_sac))
     assert (run / "model.pt").is_file() and _stray_files(run) == []
 
 
 @pytest.mark.slow
 def test_a_run_killed_before_it_wrote_its_config_says_nothing_was_trained(tmp_path):
-    cfg = _config(tmp_path, {**SAC, "runs_dir": str(tmp_path / "runs")})
+    cfg = write_config(tmp_path, {**SAC, "runs_dir": str(tmp_path / "runs")})
     _killed(tmp_path, "replace:config.yaml", 1, "run", "--config", str(cfg), "-q")
     done = _zoo("run", "--resume", str(tmp_path / "runs" / "s"))
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
@@ -186,7 +176,7 @@ def test_a_resume_that_changed_the_config_and_was_killed_before_rewriting_config
     done = _zoo("run", "--resume", str(broken), "-q")
     assert done.returncode == 0, done.stderr
     assert "env_steps=900" in done.stdout and "max_env_steps: 900" in (broken / "config.yaml").read_text()
-    assert _rows(broken) == _rows(reference)
+    assert metrics_rows(broken, TIMINGS) == metrics_rows(reference, TIMINGS)
 
 
 # -- 4. a config.yaml that no longer matches its checkpoint --------------------------------------------------------
@@ -233,7 +223,7 @@ def test_damaged_metrics_are_refused_and_repair_keeps_the_readable_rows_and_says
     assert main(["run", "--resume", str(run), "--set", "pipeline.max_env_steps=800", "--repair"]) == 0
     err = capsys.readouterr().err
     assert "kept 6 rows of iterations 1-7, dropped 1 unreadable line(s); 1 iteration(s) have no row" in err
-    assert [row["iteration"] for row in _rows(run)] == [1, 2, 4, 5, 6, 7, 8]
+    assert [row["iteration"] for row in metrics_rows(run, TIMINGS)] == [1, 2, 4, 5, 6, 7, 8]
     assert (run / "metrics.csv").read_text().count("\n") == 8  # the CSV rebuilt from the same rows
 
 
@@ -244,7 +234,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_a_run_directory_moved_and_copied_under_a_running_process_gets_no_write_from_it(tmp_path):
-    cfg = _config(tmp_path, {**A2C, "runs_dir": str(tmp_path / "runs"), "pipeline": {
+    cfg = write_config(tmp_path, {**A2C, "runs_dir": str(tmp_path / "runs"), "pipeline": {
         **A2C["pipeline"], "max_env_steps": 10**8}})
     run, moved = tmp_path / "runs" / "r", tmp_path / "runs" / "moved"
     process = subprocess.Popen([sys.executable, "-m", "zoo", "run", "--config", str(cfg)], stdout=subprocess.PIPE,
@@ -258,9 +248,9 @@ def test_a_run_directory_moved_and_copied_under_a_running_process_gets_no_write_
         run.rename(moved)
         shutil.copytree(moved, run)
         copied = _tree(run)
-        rows_before = len(_rows(moved))
+        rows_before = len(metrics_rows(moved, TIMINGS))
         process.send_signal(signal.SIGCONT)
-        while len(_rows(moved)) < rows_before + 60:  # three more checkpoints
+        while len(metrics_rows(moved, TIMINGS)) < rows_before + 60:  # three more checkpoints
             assert time.monotonic() < deadline + 60 and process.poll() is None
             time.sleep(0.01)
         process.send_signal(signal.SIGTERM)
@@ -273,7 +263,7 @@ def test_a_run_directory_moved_and_copied_under_a_running_process_gets_no_write_
     assert process.returncode == 143, err
     assert _tree(run) == copied  # the copy is the second owner's to take: nothing of the first process's in it
     assert "was moved or replaced while this run trains in it" in err and str(moved.resolve()) in err
-    assert load_weights_only(moved / "checkpoint.pt")["loop"]["iteration"] == len(_rows(moved))
+    assert load_weights_only(moved / "checkpoint.pt")["loop"]["iteration"] == len(metrics_rows(moved, TIMINGS))
     for each in (run, moved):
         assert _zoo("run", "--resume", str(each), "--set", f"pipeline.max_env_steps={32 * 200}",
                     "-q").returncode == 0
@@ -285,7 +275,7 @@ def test_a_write_past_the_file_size_limit_is_one_line_and_keeps_the_checkpoint(t
     config = {**SAC, "runs_dir": str(tmp_path / "runs"), "pipeline": {
         **SAC["pipeline"], "learning_starts": 10**6, "steps_per_iteration": 500, "max_env_steps": 20_000,
         "checkpoint_every": 10, "eval_every": 0, "buffer_size": 20_000}}
-    cfg = _config(tmp_path, config)
+    cfg = write_config(tmp_path, config)
 
     def limit() -> None:  # the replay file of iteration 10 (5000 transitions, ~170 kB) does not fit
         resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, 150_000))
@@ -412,7 +402,7 @@ def foreign(tmp_path_factory) -> dict[str, Path]:
     runs = {"imports": base, "policy": {**base, "policy": {**base["policy"], "type": "evil_ppo"}},
             "env": {**base, "import_names": [], "import_paths": [], "env": {"id": "zoo_evil_env:EvilCartPole-v0"}}}
     for name, config in runs.items():
-        done = _zoo("run", "--config", str(_config(root, {**config, "exp_name": name}, f"{name}.py")), "-q",
+        done = _zoo("run", "--config", str(write_config(root, {**config, "exp_name": name}, f"{name}.py")), "-q",
                     cwd=root)
         assert done.returncode == 0, done.stderr
     return {"root": root, **{name: root / "runs" / name for name in runs}}
@@ -466,7 +456,7 @@ def test_a_run_that_needs_its_code_is_refused_in_one_line_unless_trusted(foreign
 
 
 def test_rewards_of_the_killed_phases_are_finite_and_the_reference_learned(unbroken_sac):
-    rows = _rows(unbroken_sac)
+    rows = metrics_rows(unbroken_sac, TIMINGS)
     assert len(rows) == 7 and all(np.isfinite(row["episode_return_mean"] or 0.0) for row in rows)
     assert any(row.get("critic_loss") is not None for row in rows)  # the phases cover learning iterations too
 

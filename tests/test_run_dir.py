@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import TIMINGS, metrics_rows, write_config
 
 from zoo.cli import main
 from zoo.errors import NonFiniteError, RunDirectoryError, ZooError
@@ -35,17 +36,6 @@ A2C = {
     "policy": {"type": "a2c", "anneal_lr": True},
     "pipeline": {"num_envs": 4, "rollout_steps": 8, "eval_every": 0, "checkpoint_every": 0},
 }
-
-
-def _config(tmp_path: Path, config: dict, name: str = "cfg.py") -> Path:
-    path = tmp_path / name
-    path.write_text(f"config = {config!r}\n")
-    return path
-
-
-def _rows(run_dir: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps")} for row in rows]
 
 
 def _csv_rows(run_dir: Path) -> list[dict]:
@@ -89,18 +79,19 @@ def _kill_after_rows(process: subprocess.Popen, metrics: Path, rows: int) -> Non
 def test_sigkill_then_resume_gives_the_metrics_and_weights_of_an_unbroken_run(tmp_path):
     config = {**A2C, "runs_dir": str(tmp_path / "runs"),
               "pipeline": {**A2C["pipeline"], "max_env_steps": 24_000, "checkpoint_every": 97}}
-    cfg = _config(tmp_path, config)
+    cfg = write_config(tmp_path, config)
     whole = train(cfg, ["exp_name=whole"])
     broken = tmp_path / "runs" / "broken"
     _kill_after_rows(_zoo("run", "--config", str(cfg), "--exp-name", "broken"), broken / "metrics.jsonl", 150)
-    killed_at = len(_rows(broken))
+    killed_at = len(metrics_rows(broken, TIMINGS))
     assert killed_at >= 150 and load_weights_only(broken / "checkpoint.pt")["loop"]["iteration"] < killed_at
     _kill_after_rows(_zoo("run", "--resume", str(broken)), broken / "metrics.jsonl", 450)
     finish = _zoo("run", "--resume", str(broken))
     out, err = finish.communicate(timeout=120)
     assert finish.returncode == 0, err
     whole_dir = Path(whole["run_dir"])
-    assert _rows(broken) == _rows(whole_dir)  # every iteration exactly once, in order, identical
+    # every iteration exactly once, in order, identical
+    assert metrics_rows(broken, TIMINGS) == metrics_rows(whole_dir, TIMINGS)
     assert _csv_rows(broken) == _csv_rows(whole_dir)
     assert _same_weights(_weights(broken), _weights(whole_dir))
     assert _leftovers(broken) == []
@@ -109,14 +100,14 @@ def test_sigkill_then_resume_gives_the_metrics_and_weights_of_an_unbroken_run(tm
 def test_a_run_killed_before_its_first_periodic_checkpoint_can_be_resumed(tmp_path):
     config = {**A2C, "runs_dir": str(tmp_path / "runs"),
               "pipeline": {**A2C["pipeline"], "max_env_steps": 8_000, "checkpoint_every": 100_000}}
-    cfg = _config(tmp_path, config)
+    cfg = write_config(tmp_path, config)
     whole = train(cfg, ["exp_name=whole"])
     broken = tmp_path / "runs" / "broken"
     _kill_after_rows(_zoo("run", "--config", str(cfg), "--exp-name", "broken"), broken / "metrics.jsonl", 60)
     assert load_weights_only(broken / "checkpoint.pt")["loop"]["iteration"] == 0  # only the initial one
     summary = train(None, resume=broken)
     assert summary["reason"] == "max_env_steps"
-    assert _rows(broken) == _rows(Path(whole["run_dir"]))
+    assert metrics_rows(broken, TIMINGS) == metrics_rows(Path(whole["run_dir"]), TIMINGS)
 
 
 # -- signals --------------------------------------------------------------------------------------------------
@@ -151,19 +142,19 @@ def test_a_signal_saves_a_consistent_state_and_resume_is_exact(tmp_path, monkeyp
     monkeypatch.undo()
     assert stopped["reason"] == "interrupted" and stopped["exit_code"] == 128 + signum
     run = Path(stopped["run_dir"])
-    assert len(_rows(run)) == 7  # the interrupted iteration was completed and written, then saved
+    assert len(metrics_rows(run, TIMINGS)) == 7  # the interrupted iteration was completed and written, then saved
     assert load_weights_only(run / "checkpoint.pt")["loop"]["iteration"] == 7
     assert not (run / "model.pt").exists()  # an interrupted run has no final model yet
     resumed = train(None, resume=run)
     assert resumed["reason"] == "max_env_steps"
-    assert _rows(run) == _rows(Path(whole["run_dir"]))
+    assert metrics_rows(run, TIMINGS) == metrics_rows(Path(whole["run_dir"]), TIMINGS)
     assert _same_weights(_weights(run), _weights(Path(whole["run_dir"])))
 
 
 def test_sigterm_to_the_cli_exits_143_with_a_checkpoint(tmp_path):
     config = {**A2C, "runs_dir": str(tmp_path / "runs"), "pipeline": {**A2C["pipeline"], "max_env_steps": 10**7}}
     run = tmp_path / "runs" / "r"
-    process = _zoo("run", "--config", str(_config(tmp_path, config)))
+    process = _zoo("run", "--config", str(write_config(tmp_path, config)))
     deadline = time.monotonic() + 60
     while not ((run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().count("\n") >= 20):
         assert time.monotonic() < deadline and process.poll() is None
@@ -173,7 +164,7 @@ def test_sigterm_to_the_cli_exits_143_with_a_checkpoint(tmp_path):
     assert process.returncode == 143, err
     assert "SIGTERM" in err and f"zoo run --resume {run}" in out
     state = load_weights_only(run / "checkpoint.pt")
-    assert state["loop"]["iteration"] == len(_rows(run)) >= 20
+    assert state["loop"]["iteration"] == len(metrics_rows(run, TIMINGS)) >= 20
 
 
 # -- ownership, NaN, hostile files ------------------------------------------------------------------------------
@@ -226,12 +217,12 @@ def test_a_nan_reward_stops_the_run_naming_the_iteration_and_keeps_the_last_chec
               "env": {"id": "nan_after", "kwargs": {"after": 300}},
               "pipeline": {**A2C["pipeline"], "num_envs": 1, "rollout_steps": 16, "checkpoint_every": 5,
                            "max_env_steps": 10_000}}
-    code = main(["run", "--config", str(_config(tmp_path, config))])
+    code = main(["run", "--config", str(write_config(tmp_path, config))])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("zoo:")]
     assert code == 2 and len(errors) == 1, errors  # besides progress lines, one error line
     err = errors[0]
     run = tmp_path / "runs" / "r"
-    written = len(_rows(run))  # the rows of the iterations before the one that met the NaN
+    written = len(metrics_rows(run, TIMINGS))  # the rows of the iterations before the one that met the NaN
     saved = written - written % 5
     assert written > 15 and load_weights_only(run / "checkpoint.pt")["loop"]["iteration"] == saved
     assert f"iteration {written + 1}:" in err and f"checkpoint (iteration {saved})" in err
@@ -359,10 +350,10 @@ def test_extending_a_run_continues_the_schedule_and_does_not_stop_again_for_the_
     first = train(config)
     assert first["reason"] == "stop_return" and first["env_steps"] < 4000
     run = Path(first["run_dir"])
-    reached = len(_rows(run))
+    reached = len(metrics_rows(run, TIMINGS))
     extended = train(None, ["pipeline.max_env_steps=8000"], resume=run)
     assert extended["reason"] == "max_env_steps" and extended["env_steps"] == 8000
-    rows = _rows(run)
+    rows = metrics_rows(run, TIMINGS)
     rates = [row["learning_rate"] for row in rows]
     # No jump: the first extended iteration continues just below the last rate, then decays linearly to 0.
     assert rates[reached] <= rates[reached - 1] and rates[reached - 1] - rates[reached] < 0.01 * rates[0]
@@ -373,7 +364,6 @@ def test_extending_a_run_continues_the_schedule_and_does_not_stop_again_for_the_
 
 
 def test_each_session_records_what_the_results_depend_on_beyond_the_config(tmp_path):
-    import json
 
     import gymnasium
     import numpy

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from easydict import EasyDict
+from helpers import new_policy
 
 from zoo.data import ReplayBuffer, Transitions
 from zoo.errors import ConfigError, NonFiniteError
@@ -63,9 +63,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # -- builders ---------------------------------------------------------------------------------------------------
 def make_policy(cls=SACPolicy, seed=0, acting_only=False, action_space=ACT_SPACE, **overrides):
-    cfg = EasyDict({**cls.default_config, **SENSITIVE, **overrides})
-    torch.manual_seed(seed)
-    return cls(cfg, OBS_SPACE, action_space, torch.device("cpu"), acting_only=acting_only)
+    return new_policy(cls, OBS_SPACE, action_space, seed, acting_only, **{**SENSITIVE, **overrides})
 
 
 def make_replay(n=16, seed=0, flags=FLAGS, reward_scale=1.0) -> ReplayBuffer:

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import metrics_rows
 
 from zoo import cli, train
 
 CONFIG = ("config = dict(exp_name='many', env=dict(id='CartPole-v1'), policy=dict(type='ppo', epochs=1, "
           "minibatch_size=64), pipeline=dict(num_envs=2, rollout_steps=32, max_env_steps=256, eval_every=2, "
           "eval_episodes=2))\n")
-
-
-def _rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture
@@ -37,12 +33,12 @@ def test_seeds_one_after_another_give_each_seed_its_own_run(tmp_path, config, ca
     parent = tmp_path / "runs" / "many"
     assert sorted(p.name for p in parent.iterdir()) == ["seed_3", "seed_5"]
     single = train(str(config), [f"runs_dir={tmp_path / 'single'}", "seed=5"])
-    assert _strip_times(_rows(parent / "seed_5")) == _strip_times(_rows(Path(single["run_dir"])))
-    assert _rows(parent / "seed_3") != _rows(parent / "seed_5")
+    assert _strip_times(metrics_rows(parent / "seed_5")) == _strip_times(metrics_rows(Path(single["run_dir"])))
+    assert metrics_rows(parent / "seed_3") != metrics_rows(parent / "seed_5")
     out = capsys.readouterr().out.splitlines()
     table = out[out.index(next(line for line in out if line.split()[:2] == ["seed", "reason"])):]
     assert [line.split()[0] for line in table] == ["seed", "3", "5", "mean"]
-    evals = [_rows(parent / f"seed_{k}")[-1]["eval_return_mean"] for k in (3, 5)]
+    evals = [metrics_rows(parent / f"seed_{k}")[-1]["eval_return_mean"] for k in (3, 5)]
     assert float(table[-1].split()[-1]) == pytest.approx(sum(evals) / 2, abs=0.01)
 
 

@@ -3,7 +3,6 @@ resumed run's rewritten rows purged like the metrics file's; a missing extra is 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tensorboard")  # installed by the dev extra (CI); the base install stays lean
+from helpers import metrics_rows
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 from zoo import train  # noqa: E402
@@ -26,10 +26,6 @@ CONFIG = {"exp_name": "tb", "env": {"id": "CartPole-v1"},
                        "eval_episodes": 2}}
 
 
-def _rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def _scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
     events = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()
@@ -39,7 +35,7 @@ def _scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
 def test_every_key_of_every_row_becomes_a_scalar(tmp_path):
     summary = train({**CONFIG, "runs_dir": str(tmp_path), "logger": {"tensorboard": True}})
     run = Path(summary["run_dir"])
-    rows, scalars = _rows(run), _scalars(run)
+    rows, scalars = metrics_rows(run), _scalars(run)
     for key in {key for row in rows for key in row} - {"iteration", "env_steps"}:
         expected = [(row["env_steps"], row[key]) for row in rows if row.get(key) is not None]
         assert [step for step, _ in scalars[key]] == [step for step, _ in expected], key
@@ -62,7 +58,7 @@ def test_a_resumed_run_purges_the_events_after_its_checkpoint(tmp_path):
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     train(None, ["pipeline.max_env_steps=6400"], resume=run)
-    steps = [row["env_steps"] for row in _rows(run)]
+    steps = [row["env_steps"] for row in metrics_rows(run)]
     assert steps == sorted(set(steps))
     assert [step for step, _ in _scalars(run)["policy_loss"]] == steps
 

@@ -20,6 +20,8 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
+from helpers import metrics_rows  # noqa: E402
+
 from zoo.config import load_config_file, parse_override  # noqa: E402
 from zoo.config.resolve import resolve_config  # noqa: E402
 from zoo.errors import ZooError  # noqa: E402
@@ -72,12 +74,8 @@ def _study(tmp_path: Path, name: str = "tiny") -> optuna.Study:
     return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'runs' / name / 'study.db'}")
 
 
-def _rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def _iterations_once(run: Path) -> bool:
-    return [row["iteration"] for row in _rows(run)] == list(range(1, len(_rows(run)) + 1))
+    return [row["iteration"] for row in metrics_rows(run)] == list(range(1, len(metrics_rows(run)) + 1))
 
 
 def _sessions(run: Path) -> int:
@@ -273,7 +271,8 @@ def test_a_pruned_trial_stops_early_with_its_checkpoint(tmp_path):
         assert trial.state == optuna.trial.TrialState.PRUNED and trial.user_attrs["zoo_pruned_at"] == 512
         assert list(trial.intermediate_values) == [512] and trial.value == trial.intermediate_values[512]
         run = tmp_path / "runs" / "tiny" / f"trial_{trial.number}"
-        assert len(_rows(run)) == 4 and _iterations_once(run)  # the first evaluation (iteration 4 of 16) pruned it
+        # the first evaluation (iteration 4 of 16) pruned it
+        assert len(metrics_rows(run)) == 4 and _iterations_once(run)
         state = RunDirectory(run).load_checkpoint(separate=False)
         assert (state["loop"]["iteration"], state["loop"]["env_steps"]) == (4, 512)
         assert (run / "model.pt").is_file()  # a clean stop (reason callback): the final save
@@ -304,7 +303,7 @@ def test_failing_trials_are_failed_trials_and_three_in_a_row_stop_the_command(tm
 
 def _wait_for_rows(run: Path, count: int, process: subprocess.Popen, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
-    while not ((run / "metrics.jsonl").is_file() and len(_rows(run)) >= count):
+    while not ((run / "metrics.jsonl").is_file() and len(metrics_rows(run)) >= count):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, f"{run} never reached {count} rows"
         time.sleep(0.1)
@@ -325,7 +324,7 @@ def _wait_until_unlocked(run: Path, timeout: float = 60.0) -> None:
 
 def _covered(run: Path) -> list[dict]:
     """The rows the run's checkpoint covers: what a resume keeps."""
-    return _rows(run)[: RunDirectory(run).load_checkpoint(separate=False)["metrics_rows"]]
+    return metrics_rows(run)[: RunDirectory(run).load_checkpoint(separate=False)["metrics_rows"]]
 
 
 @pytest.mark.slow
@@ -355,7 +354,7 @@ def test_a_study_stopped_by_sigterm_then_killed_by_sigkill_finishes_without_runn
     study = _study(tmp_path)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3  # trial 1 continued, no 4th
     for number, run in enumerate(trials):
-        assert _iterations_once(run) and _rows(run)[-1]["env_steps"] >= 20_000
+        assert _iterations_once(run) and metrics_rows(run)[-1]["env_steps"] >= 20_000
         assert _sessions(run) == (2 if number in kept else 1)  # resumed once, never trained again from the start
         if number in kept:
-            assert _rows(run)[: len(kept[number])] == kept[number]  # its first rows, as they were written
+            assert metrics_rows(run)[: len(kept[number])] == kept[number]  # its first rows, as they were written

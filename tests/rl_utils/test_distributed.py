@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from helpers import free_port
 from torch import nn
 
 from zoo.rl_utils.distributed import allreduce_grads, broadcast_params, world_info
@@ -79,16 +79,10 @@ def _worker(rank: int, init_method: str, out_dir: str) -> None:
     torch.save(result, Path(out_dir) / f"rank{rank}.pt")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def rank_results(tmp_path_factory) -> list[dict]:
     out_dir = tmp_path_factory.mktemp("distributed")
-    init_method = f"tcp://127.0.0.1:{_free_port()}"
+    init_method = f"tcp://127.0.0.1:{free_port()}"
     mp.spawn(_worker, args=(init_method, str(out_dir)), nprocs=WORLD_SIZE, join=True)
     return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
 
@@ -176,7 +170,7 @@ def test_no_op_without_a_process_group():
 
 
 def test_no_op_with_a_single_rank_group():
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
         assert world_info() == (0, 1)
         net = _Net()

@@ -1,0 +1,50 @@
+"""Helpers the test modules share (``from helpers import ...``): a run's metrics rows, a config file, a free port, a
+policy built for a test.
+
+``metrics_rows`` reads metrics.jsonl strictly (every line one JSON object, as written), unlike ``zoo.run.metrics_files.
+read_rows``, which forgives what a kill leaves (a cut last line, blank lines): a test of the files must see them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import torch
+from easydict import EasyDict
+
+from zoo.run.metrics_files import METRICS_JSONL
+
+TIMINGS = ("wall_time", "sps")  # what differs between two runs of the same seed
+
+
+def metrics_rows(run: Path, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every row of ``run``'s metrics.jsonl, each line parsed as it is, without the keys ``without``."""
+    found = [json.loads(line) for line in (run / METRICS_JSONL).read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in without} for row in found] if without else found
+
+
+def write_config(folder: Path, config: dict[str, Any] | str, name: str = "cfg.py") -> Path:
+    """A config file ``folder/name``: a dict as ``config = {...}``, a string as it is."""
+    path = folder / name
+    path.write_text(config if isinstance(config, str) else f"config = {config!r}\n")
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def new_policy(cls: type, observation_space: gym.Space, action_space: gym.Space, seed: int = 0,
+                acting_only: bool = False, **config: Any) -> Any:
+    """A ``cls`` policy on CPU from its ``default_config`` updated with ``config``, its weights drawn after
+    ``torch.manual_seed(seed)``."""
+    cfg = EasyDict({**cls.default_config, **config})
+    torch.manual_seed(seed)
+    return cls(cfg, observation_space, action_space, torch.device("cpu"), acting_only=acting_only)
