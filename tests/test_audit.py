@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import math
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, metrics_rows
 
 from zoo.config.resolve import resolve_config
 from zoo.data import ReplayBuffer, Transitions
@@ -273,8 +272,7 @@ def _stop_config(tmp_path: Path, env_id: str, returns: tuple[float, ...], stop_r
 
 
 def _return_means(run_dir: str | Path) -> list[float]:
-    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(line)["episode_return_mean"] for line in lines]
+    return [row["episode_return_mean"] for row in metrics_rows(Path(run_dir))]
 
 
 def test_a_full_window_whose_mean_equals_stop_return_stops_the_run(tmp_path, fixed_returns_env):

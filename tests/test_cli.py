@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import pytest
-from helpers import write_config
+from helpers import metrics_rows, write_config
 
 from zoo.cli import main
 
@@ -66,10 +65,6 @@ def test_version(capsys):
     assert "zoo 0." in capsys.readouterr().out
 
 
-def _metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def _without_time(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in ("wall_time", "sps")} for row in rows]
 
@@ -80,7 +75,7 @@ def test_run_reproduce_resume_eval(tmp_path, capsys):
     run_dir = tmp_path / "runs" / "t"
     for name in ("config.yaml", "metrics.jsonl", "metrics.csv", "checkpoint.pt", "model.pt"):
         assert (run_dir / name).exists(), name
-    first = _metrics(run_dir)
+    first = metrics_rows(run_dir)
     assert [row["env_steps"] for row in first] == [32, 64, 96, 128]
     assert first[1]["eval_return_mean"] is not None
     with open(run_dir / "metrics.csv") as stream:
@@ -88,11 +83,11 @@ def test_run_reproduce_resume_eval(tmp_path, capsys):
 
     # The resolved config alone reproduces the run: same seed, same config -> same metrics.
     assert _run(tmp_path, "--config", str(run_dir / "config.yaml")) == 0
-    assert _without_time(_metrics(tmp_path / "runs" / "t_2")) == _without_time(first)
+    assert _without_time(metrics_rows(tmp_path / "runs" / "t_2")) == _without_time(first)
 
     # Resume continues the counters and appends to the same files.
     assert main(["run", "--resume", str(run_dir), "--set", "pipeline.max_env_steps=192"]) == 0
-    resumed = _metrics(run_dir)
+    resumed = metrics_rows(run_dir)
     assert [row["iteration"] for row in resumed] == [1, 2, 3, 4, 5, 6]
     assert resumed[-1]["env_steps"] == 192
 
