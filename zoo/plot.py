@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from .bench.aggregate import aggregate_runs
+from .bench.aggregate import aggregate_runs, aggregate_table, load_finals, render_aggregate, summarise
 from .bench.figures import PLOT_HINT, check_out, mean_band, pyplot, save_figure
 from .errors import ZooError
 from .run.view import GROUP_IGNORES, RunView, find_runs
 
-__all__ = ["GROUP_IGNORES", "PLOT_HINT", "aggregate_runs", "find_runs", "load_curves", "mean_band", "plot", "pyplot",
-           "render", "save_figure", "table"]
+__all__ = ["GROUP_IGNORES", "PLOT_HINT", "aggregate_runs", "aggregate_table", "find_runs", "load_curves", "load_finals",
+           "mean_band", "plot", "pyplot", "render", "render_aggregate", "save_figure", "summarise", "table"]
 
 
 def load_curves(runs: list[Path], x: str, y: str | None) -> tuple[str, list[dict[str, Any]]]:
