@@ -405,7 +405,9 @@ def test_a_worker_that_raises_is_named_with_its_error_and_custom_envs_work_in_ev
     process = _start(["run", "--config", str(_write_config(tmp_path, config))], tmp_path)
     started = time.monotonic()
     workers = _wait_rows(process, tmp_path / "runs" / "d" / "metrics.jsonl", 1)
-    _assert_stopped_in_one_line(process, workers, started, "failed: ValueError: the test env broke on purpose")
+    _assert_stopped_in_one_line(process, workers, started,
+                                "failed: env 'raising_cartpole' raised in step(): ValueError: the test env broke on "
+                                "purpose")
     assert load_weights_only(tmp_path / "runs" / "d" / "checkpoint.pt")["loop"]["iteration"] >= 5
 
 

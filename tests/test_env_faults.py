@@ -9,7 +9,6 @@ hang tests send a real SIGTERM to a real ``zoo run`` process and resume what it 
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import subprocess
 import sys
@@ -92,17 +91,6 @@ def _config(tmp_path: Path, base: dict, **env_kwargs) -> Path:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     return path
-
-
-@pytest.fixture(autouse=True)
-def _zoo_log_level():
-    """``zoo run -q`` in this process sets up and quietens zoo's logger: give the next test the logger it found."""
-    logger = logging.getLogger("zoo")
-    found = (logger.level, list(logger.handlers), logger.propagate)
-    yield
-    logger.setLevel(found[0])
-    logger.handlers[:] = found[1]
-    logger.propagate = found[2]
 
 
 def _zoo(*args: str, cwd: Path) -> subprocess.CompletedProcess:
