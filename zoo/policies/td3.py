@@ -131,15 +131,19 @@ class TD3Policy(OffPolicyPolicy):
         noise = (cfg.policy_noise * torch.randn_like(action)).clamp(-cfg.noise_clip, cfg.noise_clip)
         return (action + noise).clamp(-1.0, 1.0)
 
+    @torch.no_grad()
+    def td_target(self, reward: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+        """``r + gamma * (1 - terminated) * min_i Q_i,target(s', smoothed a')`` for a batch ``(B,)``."""
+        next_q = self.critic_target(next_obs, self.smoothed_target_action(next_obs)).squeeze(-1).min(0).values
+        # A terminated transition does not bootstrap; a truncated one does, from its final observation.
+        return reward + self.cfg.gamma * (1.0 - terminated.float()) * next_q
+
     def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
         """One critic update; every ``policy_delay``-th also the actor and the targets."""
         cfg = self.cfg
         obs, next_obs = batch["obs"].flatten(1), batch["next_obs"].flatten(1)
         action = self.actions.to_unit(batch["action"].reshape(len(obs), -1))
-        with torch.no_grad():
-            next_q = self.critic_target(next_obs, self.smoothed_target_action(next_obs)).squeeze(-1).min(0).values
-            # A terminated transition does not bootstrap; a truncated one does, from its final observation.
-            target_q = batch["reward"] + cfg.gamma * (1.0 - batch["terminated"].float()) * next_q
+        target_q = self.td_target(batch["reward"], next_obs, batch["terminated"])
         q = self.critic(obs, action).squeeze(-1)
         critic_loss = (q - target_q).pow(2).mean(1).sum()
         self.critic_optimizer.backward_and_step(critic_loss, cfg.max_grad_norm, ctx.sync_gradients)
