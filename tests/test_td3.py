@@ -16,6 +16,7 @@ import torch
 from easydict import EasyDict
 
 from zoo.data import ReplayBuffer, Transitions
+from zoo.export.command import export_run
 from zoo.policies import LearnContext, TD3Policy
 from zoo.run import train
 from zoo.run.run_dir import load_weights_only
@@ -210,6 +211,9 @@ def test_a_resumed_td3_run_equals_an_unbroken_one(tmp_path):
     a, b = (load_weights_only(Path(r) / "checkpoint.pt")["policy"] for r in (whole["run_dir"], half["run_dir"]))
     assert a["updates"] == b["updates"] == 301  # a learning call after each step from 200 to 500
     assert all(torch.equal(a["critic_target"][k], b["critic_target"][k]) for k in a["critic_target"])
+    # zoo export: the tanh-bounded actor as TorchScript, checked against zoo.load(run).predict.
+    result = export_run(half["run_dir"], "torchscript", tmp_path / "td3.pt", check=32)
+    assert result.checked == 32 and result.max_difference <= 1e-5
 
 
 def test_td3_learns_pendulum(tmp_path):
@@ -219,3 +223,16 @@ def test_td3_learns_pendulum(tmp_path):
                                                   "pipeline.max_env_steps=6000", "pipeline.eval_every=6"])
     last = json.loads((Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["env_steps"] == 6000 and last["eval_return_mean"] >= -400.0, last
+
+
+def test_the_default_tune_space_fits_td3():
+    from zoo.config.files import load_config_file
+    from zoo.config.resolve import resolve_config
+    from zoo.tune.space import DEFAULT_SPACES, check_settings, parse_settings
+
+    cfg = resolve_config(load_config_file(CONFIGS / "td3_pendulum.py"), [], CONFIGS)
+    settings = parse_settings(cfg.get("tune"), "td3")
+    assert {p.key for p in settings.parameters} == {
+        "policy.actor_learning_rate", "policy.critic_learning_rate", "policy.gamma", "policy.tau",
+        "policy.batch_size", "policy.exploration_noise"} == set(DEFAULT_SPACES["td3"])
+    check_settings(settings, cfg, CONFIGS)  # every bound and choice is a value the config accepts
