@@ -165,10 +165,24 @@ def test_sac_declares_no_ace_key_and_sac_ace_declares_them_all(capsys):
     assert ACE_KEYS <= set(SACACEPolicy.fields)
     assert set(SACACEPolicy.fields) - ACE_KEYS == set(SACPolicy.fields)
     assert SACACEPolicy.default_config["causal_weights"] is True and SACACEPolicy.default_config["dormant_reset"]
-    with pytest.raises(ConfigError, match="policy.causal_interval"):
-        resolve_config({"env": {"id": "Pendulum-v1"}, "policy": {"type": "sac", "causal_interval": 10}})
+    with pytest.raises(ConfigError, match="policy.dormant_reset"):
+        resolve_config({"env": {"id": "Pendulum-v1"}, "policy": {"type": "sac", "dormant_reset": True}})
     assert main(["config", "sac"]) == 0
     assert "causal" not in capsys.readouterr().out
     assert main(["config", "sac_ace"]) == 0
     listed = capsys.readouterr().out
     assert all(key in listed for key in ACE_KEYS)
+
+
+def test_an_older_sac_config_with_ace_keys_still_resolves_and_resumes_unless_ace_was_on():
+    from zoo.config.resolve import config_differences
+
+    old_ace = {"causal_weights": False, "causal_interval": 10_000, "dormant_reset": False, "reset_start": 5_000}
+    old = {"env": {"id": "Pendulum-v1"}, "policy": {"type": "sac", "tau": 0.01, **old_ace}}
+    cfg = resolve_config(old)
+    assert cfg.policy.tau == 0.01 and not set(cfg.policy) & ACE_KEYS
+    trained = {**old, "policy": {**old["policy"], "hidden_sizes": cfg.policy.hidden_sizes}}
+    assert config_differences(trained, cfg) == []  # what --resume compares: the checkpoint's config with this
+    assert config_differences({**trained, "policy": {**trained["policy"], "tau": 0.02}}, cfg) == ["policy.tau"]
+    with pytest.raises(ConfigError, match=r"policy.causal_weights=True .*policy.type=sac_ace"):
+        resolve_config({**old, "policy": {**old["policy"], "causal_weights": True}})

@@ -216,13 +216,15 @@ def test_a_resumed_td3_run_equals_an_unbroken_one(tmp_path):
     assert result.checked == 32 and result.max_difference <= 1e-5
 
 
-def test_td3_learns_pendulum(tmp_path):
-    # LEARNING_PLACEHOLDER
+@pytest.mark.slow  # 36-45 s alone on the 2-core dev machine, 105 s beside other runs
+def test_td3_learns_pendulum_in_8k_steps(tmp_path):
+    # td3_pendulum.py with 64x64 networks and 1k random steps: seeds 0 and 1 evaluated -218 and -147 at 8k env
+    # steps (10 episodes; random play scores about -1200 to -1500). Deterministic for a seed on one thread.
     summary = train(CONFIGS / "td3_pendulum.py", [f"runs_dir={tmp_path}", "seed=0", "torch_threads=1",
                                                   "policy.hidden_sizes=[64,64]", "pipeline.learning_starts=1000",
-                                                  "pipeline.max_env_steps=6000", "pipeline.eval_every=6"])
+                                                  "pipeline.max_env_steps=8000", "pipeline.eval_every=2"])
     last = json.loads((Path(summary["run_dir"]) / "metrics.jsonl").read_text().splitlines()[-1])
-    assert last["env_steps"] == 6000 and last["eval_return_mean"] >= -400.0, last
+    assert last["env_steps"] == 8000 and last["eval_return_mean"] >= -400.0, last
 
 
 def test_the_default_tune_space_fits_td3():

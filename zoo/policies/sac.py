@@ -72,6 +72,14 @@ class SACPolicy(OffPolicyPolicy):
         "hl_gauss_sigma_ratio": Field(0.75, "HL-Gauss sigma as a multiple of the bin width", range=(1e-6, 100.0)),
     }
 
+    # sac held SAC-ACE's keys before sac_ace declared them alone: older run directories still load and resume
+    # (zoo.config.resolve drops them while ACE's parts are off).
+    retired_fields: ClassVar[dict[str, Any]] = {
+        "causal_weights": False, "dormant_reset": False, **dict.fromkeys((
+            "causal_interval", "causal_sample_size", "causal_apply_after", "causal_temperature", "causal_use_abs",
+            "reset_interval", "reset_start", "dormant_tau", "reset_factor_min", "reset_factor_max"))}
+    retired_hint: ClassVar[str] = "ACE's parts are policy.type=sac_ace's now"
+
     @classmethod
     def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
         check_bounded_box("SAC", observation_space, action_space)
