@@ -186,3 +186,9 @@ def test_an_older_sac_config_with_ace_keys_still_resolves_and_resumes_unless_ace
     assert config_differences({**trained, "policy": {**trained["policy"], "tau": 0.02}}, cfg) == ["policy.tau"]
     with pytest.raises(ConfigError, match=r"policy.causal_weights=True .*policy.type=sac_ace"):
         resolve_config({**old, "policy": {**old["policy"], "causal_weights": True}})
+
+
+def test_sac_ace_keeps_its_keys_when_resolved():
+    cfg = resolve_config({"env": {"id": "Pendulum-v1"}, "policy": {"type": "sac_ace", "causal_weights": True,
+                                                                    "reset_start": 7}})
+    assert cfg.policy.causal_weights is True and cfg.policy.reset_start == 7 and cfg.policy.dormant_reset is True

@@ -153,6 +153,7 @@ class SACACEPolicy(SACPolicy):
         "reset_factor_min": Field(0.2, "lowest mixing factor of a reset", range=(0.0, 1.0)),
         "reset_factor_max": Field(0.9, "highest mixing factor of a reset", range=(0.0, 1.0)),
     }
+    retired_fields: ClassVar[dict[str, Any]] = {}  # sac's retired keys are this class's own
 
     def __init__(
         self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
