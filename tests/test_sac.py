@@ -306,7 +306,8 @@ class ReferenceSAC:
             alpha_loss.backward()
             record["grads"].append(("alpha", self.log_alpha.grad.detach().reshape(1).clone()))
             self.alpha_opt.step()
-            if cfg.dormant_reset and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
+            resets = cfg.get("dormant_reset", False)  # sac has no ACE keys
+            if resets and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
                 self.reset()
         if self.updates % cfg.target_update_interval == 0:
             with torch.no_grad():

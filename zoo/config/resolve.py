@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from easydict import EasyDict
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ZooError
 from ..plugins import load_plugins, load_run_plugins
 from ..registry import PIPELINE_REGISTRY, POLICY_REGISTRY
 from .checks import (
@@ -118,6 +118,7 @@ def resolve_config(
     supported = tuple(getattr(policy_cls, "pipelines", ()) or ())
     if not supported:
         raise ConfigError(f"policy '{policy_type}' declares no pipelines: its class must set `pipelines`")
+    user_cfg = _drop_retired_keys(user_cfg, policy_type, policy_cls)
     pipeline_type = _named_type(user_cfg.get("pipeline") or {}, "pipeline", supported[0])
     pipeline_cls = PIPELINE_REGISTRY.get(pipeline_type)
     if pipeline_type not in supported:
@@ -151,6 +152,22 @@ def resolve_config(
     if cfg.logger.tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise ConfigError("logger.tensorboard needs the tensorboard package: pip install 'zoo-rl[tensorboard]' "
                           "(or drop --tensorboard)")
+    return cfg
+
+
+def _drop_retired_keys(user_cfg: EasyDict, policy_type: str, policy_cls: type) -> EasyDict:
+    # Keys a policy no longer declares but older run directories hold (sac's ACE keys, now sac_ace's): dropped
+    # where their value changes nothing (None: any value does), so old runs still load and resume.
+    retired = getattr(policy_cls, "retired_fields", {})
+    section = user_cfg.get("policy") or {}
+    if not retired or not any(key in section for key in retired):
+        return user_cfg
+    for key, harmless in retired.items():
+        if key in section and harmless is not None and section[key] != harmless:
+            raise ConfigError(f"policy.{key}={section[key]!r} is no longer a key of policy '{policy_type}': "
+                              f"{getattr(policy_cls, 'retired_hint', 'remove it')}")
+    cfg = EasyDict(to_plain(user_cfg))
+    cfg.policy = {key: value for key, value in section.items() if key not in retired}
     return cfg
 
 
@@ -199,6 +216,12 @@ def config_differences(reference: Mapping[str, Any], other: Mapping[str, Any], p
             found += config_differences(value, other[key], f"{dotted}.")
         elif key not in other or to_plain(other[key]) != to_plain(value):
             found.append(dotted)
+    if not prefix and isinstance(reference.get("policy"), Mapping) and reference["policy"].get("type"):
+        try:  # a retired key (see _drop_retired_keys) is gone from the newer config, which is no difference
+            retired = getattr(POLICY_REGISTRY.get(reference["policy"]["type"]), "retired_fields", {})
+        except ZooError:
+            retired = {}
+        found = [key for key in found if key.removeprefix("policy.") not in retired or key.count(".") != 1]
     return found
 
 

@@ -1,10 +1,13 @@
-"""Serial off-policy pipeline (SAC, SAC-ACE): vector collector -> Transitions -> replay buffer -> learn.
+"""Serial off-policy pipeline (SAC, SAC-ACE, TD3): vector collector -> Transitions -> replay buffer -> learn.
 
 Until ``learning_starts`` env steps the envs take uniformly random actions. Then every ``train_freq`` steps of
 each env the policy learns from the replay buffer with ``gradient_steps`` updates (the update-to-data ratio is
 ``gradient_steps / (train_freq * num_envs)``). One iteration (one metrics row) covers ``steps_per_iteration``
 env steps. Transitions keep terminated and truncated apart; a truncated one carries its final observation and
-autoreset steps are never stored (``VectorCollector.transitions``). The replay buffer is saved with every
+autoreset steps are never stored (``VectorCollector.transitions``). The replay holds env actions, random and
+policy steps alike (``zoo.policies.off_policy``). Before each collection with the policy, a policy that has
+``set_progress`` (every ``OffPolicyPolicy``) gets the training progress (``learn_context(0)``: progress,
+iteration, env steps so far), so its exploration can follow a schedule. The replay buffer is saved with every
 checkpoint in a file of its own, unless ``save_replay`` is off: a resumed run then refills an empty buffer.
 
 An iteration that a stop signal interrupts in an env call has already added transitions and learned from them:
@@ -98,6 +101,8 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
         totals: dict[str, list[float]] = {}
         while self.env_steps < end:
             exploring = self.env_steps < pipe.learning_starts  # uniformly random actions
+            if not exploring and hasattr(self.policy, "set_progress"):
+                self.policy.set_progress(self.learn_context(0))
             self._add(self.collector.transitions(None if exploring else self.policy, pipe.train_freq))
             self.env_steps += pipe.train_freq * pipe.num_envs
             self.record_episodes(self.collector.pop_finished())

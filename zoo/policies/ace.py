@@ -1,4 +1,7 @@
-"""ACE's two additions to SAC (Ji et al., ICML 2024): causal action weights and gradient-dormancy-guided resets.
+"""SAC-ACE (Ji et al., ICML 2024): SAC with causal action weights and gradient-dormancy-guided resets.
+
+``SACACEPolicy`` (registered ``sac_ace``) is ``SACPolicy`` plus ACE's keys, declared here alone; each part has
+its own switch (``causal_weights``, ``dormant_reset``; both on by default), and with both off it is SAC exactly.
 
 Causal weights. Every ``interval`` env steps, DirectLiNGAM on ``[states | actions | reward]`` of the most recent
 ``sample_size`` transitions gives, per action dimension, its direct effect on the reward; ``action_dim *
@@ -18,14 +21,20 @@ theta_fresh`` (a fresh initialisation of the same networks) and the optimisers f
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import torch
+from easydict import EasyDict
 from torch import nn
 
+from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..rl_utils import causal_action_weights
+from .base import LearnContext
+from .optim import flatten_parameters
+from .sac import SACPolicy
 
 
 def gradient_dormant_fraction(layers: list[nn.Linear], tau: float = 0.05) -> float:
@@ -122,3 +131,95 @@ class CausalWeightSchedule:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+
+class SACACEPolicy(SACPolicy):
+    """SAC-ACE: SAC with causality-aware entropy weights and gradient-dormancy-guided resets (ACE's defaults)."""
+
+    fields: ClassVar[dict[str, Field]] = {
+        **SACPolicy.fields,
+        "causal_weights": Field(True, "ACE: weight log-probs per action dimension by DirectLiNGAM effects"),
+        "causal_interval": Field(10_000, "env steps between DirectLiNGAM fits", range=(1, None)),
+        "causal_sample_size": Field(10_000, "the most recent transitions each fit uses", range=(10, 10_000_000)),
+        "causal_apply_after": Field(200, "gradient updates between a fit's start and its weights' use",
+                                    range=(0, None)),
+        "causal_temperature": Field(1.0, "softmax temperature of the causal weights", range=(1e-6, None)),
+        "causal_use_abs": Field(True, "softmax |effect| (False: the signed effect, as the ACE code)"),
+        "dormant_reset": Field(True, "ACE: gradient-dormancy-guided resets"),
+        "reset_interval": Field(100_000, "gradient updates between resets", range=(1, None)),
+        "reset_start": Field(5_000, "no reset before this many updates", range=(0, None)),
+        "dormant_tau": Field(0.05, "a neuron is dormant below tau x its layer's mean gradient norm",
+                             range=(0.0, 1.0)),
+        "reset_factor_min": Field(0.2, "lowest mixing factor of a reset", range=(0.0, 1.0)),
+        "reset_factor_max": Field(0.9, "highest mixing factor of a reset", range=(0.0, 1.0)),
+    }
+    retired_fields: ClassVar[dict[str, Any]] = {}  # sac's retired keys are this class's own
+
+    def __init__(
+        self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
+        acting_only: bool = False,
+    ) -> None:
+        super().__init__(cfg, observation_space, action_space, device, acting_only)
+        self.resets = 0
+        self.last_dormant_fraction: float | None = None
+        self.last_reset_factor: float | None = None
+        self._causal_weight = torch.ones(self.action_dim, device=self.device)
+        self.causal = CausalWeightSchedule(
+            self.action_dim, cfg.causal_interval, cfg.causal_sample_size, cfg.causal_apply_after,
+            cfg.causal_temperature, cfg.causal_use_abs,
+        )
+
+    def weighted_log_prob(self, per_dim: torch.Tensor) -> torch.Tensor:
+        """``sum_k w_k log pi_k`` with the causal weights (the plain sum when they are off)."""
+        return per_dim.sum(-1) if not self.cfg.causal_weights else (per_dim * self._causal_weight).sum(-1)
+
+    def prepare_learning(self, replay: ReplayBuffer, ctx: LearnContext) -> None:
+        if self.cfg.causal_weights:
+            self.causal.maybe_start(replay, ctx.env_steps, self.updates)
+
+    def before_update(self) -> None:
+        if self.cfg.causal_weights and self.causal.maybe_apply(self.updates):
+            self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
+
+    def after_actor_update(self) -> None:
+        cfg = self.cfg
+        if cfg.dormant_reset and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
+            self._dormancy_reset()
+
+    def _dormancy_reset(self) -> None:
+        """ACE's reset, from the actor's gradients of the update just made (see the module docstring)."""
+        cfg = self.cfg
+        fraction = gradient_dormant_fraction(list(self.actor.layers), cfg.dormant_tau)
+        factor = reset_factor(fraction, cfg.reset_factor_min, cfg.reset_factor_max)
+        fresh_actor = flatten_parameters(self._new_actor().to(self.device))
+        perturb_(self.actor_optimizer.flat, fresh_actor, factor)
+        for flat in (self.critic_optimizer.flat, self.target_flat):  # each gets its own fresh draw
+            perturb_(flat, flatten_parameters(self._new_critic().to(self.device)), factor)
+        self.actor_optimizer.reset_state()
+        self.critic_optimizer.reset_state()
+        self.resets += 1
+        self.last_dormant_fraction, self.last_reset_factor = fraction, factor
+
+    def learn_metrics(self) -> dict[str, float]:
+        metrics = super().learn_metrics()
+        if self.cfg.causal_weights:
+            metrics.update({f"causal_weight_{k}": float(w) for k, w in enumerate(self.causal.weights)})
+        if self.last_dormant_fraction is not None:
+            metrics.update(dormant_fraction=self.last_dormant_fraction, reset_factor=self.last_reset_factor,
+                           resets=float(self.resets))
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "resets": self.resets, "last_dormant_fraction": self.last_dormant_fraction,
+                "last_reset_factor": self.last_reset_factor, "causal": self.causal.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.resets = int(state["resets"])
+        self.last_dormant_fraction, self.last_reset_factor = state["last_dormant_fraction"], state["last_reset_factor"]
+        self.causal.load_state_dict(state["causal"])
+        self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
+
+    def close(self) -> None:
+        """Stop the background causal fit, if one runs."""
+        self.causal.close()

@@ -1,19 +1,16 @@
-"""SAC (Haarnoja et al. 2018) and SAC-ACE (Ji et al. 2024): one implementation, ACE's parts switched by config.
+"""SAC (Haarnoja et al. 2018) on the off-policy base; SAC-ACE (``zoo.policies.ace``) is a subclass of it.
 
-SAC: a tanh-squashed Gaussian actor (log-prob with the tanh Jacobian correction), twin Q critics (one batched
-module) with Polyak-averaged targets, an automatic temperature with target entropy ``-|A|``, and actor,
-temperature and target updates every ``actor_update_interval`` / ``target_update_interval`` critic updates.
-``critic_loss: hl_gauss`` makes each critic a categorical over a fixed support trained with rl_utils' HL-Gauss
-cross-entropy (Farebrother et al. 2024) instead of a squared error.
+A tanh-squashed Gaussian actor (log-prob with the tanh Jacobian correction), twin Q critics (one batched module)
+with Polyak-averaged targets, an automatic temperature with target entropy ``-|A|``, and actor, temperature and
+target updates every ``actor_update_interval`` / ``target_update_interval`` critic updates. ``critic_loss:
+hl_gauss`` makes each critic a categorical over a fixed support trained with rl_utils' HL-Gauss cross-entropy
+(Farebrother et al. 2024) instead of a squared error.
 
-ACE (``causal_weights``, ``dormant_reset``; see ``zoo.policies.ace``): the causality-weighted log-probability
-``sum_k w_k log pi_k`` replaces ``log pi`` in the critic target, the actor loss and the temperature loss
-(sampling is unchanged), and gradient-dormancy-guided resets perturb actor and critics towards fresh weights.
-
-Actions: the replay holds env actions; the critics see them rescaled to [-1, 1], the range of the actor's tanh.
-Log-probabilities are those of that [-1, 1] action (as Stable-Baselines3's), so the target entropy does not
-depend on the env's action bounds. Learning samples its minibatches from the replay buffer with torch's global
-generator, whose state every checkpoint holds.
+Actions: the replay holds env actions (the off-policy convention); the critics see them rescaled to [-1, 1], the
+range of the actor's tanh. Log-probabilities are those of that [-1, 1] action (as Stable-Baselines3's), so the
+target entropy does not depend on the env's action bounds. Minibatches, metric averaging and the checkpointed
+generator: ``zoo.policies.off_policy``. Subclasses hook in through ``weighted_log_prob`` (the log-prob used in the
+three entropy terms) and ``after_actor_update``.
 """
 
 from __future__ import annotations
@@ -28,12 +25,11 @@ from easydict import EasyDict
 from torch import nn
 
 from ..config.schema import Field
-from ..data import ReplayBuffer
 from ..errors import ConfigError, NonFiniteError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
-from .ace import CausalWeightSchedule, gradient_dormant_fraction, perturb_, reset_factor
-from .base import ActingGraph, CollectOutput, LearnContext, Policy
+from .base import ActingGraph, LearnContext
+from .off_policy import BoxActions, OffPolicyPolicy, check_bounded_box
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import EnsembleQ, SquashedGaussianActor
 
@@ -46,10 +42,9 @@ class _LogAlpha(nn.Module):
         self.log_alpha = nn.Parameter(torch.tensor(float(np.log(value))))
 
 
-class SACPolicy(Policy):
-    """Soft actor-critic for bounded 1-D Box actions; ``sac_ace`` is this class with ACE's parts on."""
+class SACPolicy(OffPolicyPolicy):
+    """Soft actor-critic for bounded 1-D Box actions."""
 
-    pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
     fields: ClassVar[dict[str, Field]] = {
         "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
                               frozen=True),
@@ -75,37 +70,19 @@ class SACPolicy(Policy):
         "hl_gauss_max": Field(None, "upper end of the HL-Gauss support", type=float),
         "hl_gauss_bins": Field(101, "bins of the HL-Gauss support", range=(2, 100_000), frozen=True),
         "hl_gauss_sigma_ratio": Field(0.75, "HL-Gauss sigma as a multiple of the bin width", range=(1e-6, 100.0)),
-        # ACE
-        "causal_weights": Field(False, "ACE: weight log-probs per action dimension by DirectLiNGAM effects"),
-        "causal_interval": Field(10_000, "env steps between DirectLiNGAM fits", range=(1, None)),
-        "causal_sample_size": Field(10_000, "the most recent transitions each fit uses", range=(10, 10_000_000)),
-        "causal_apply_after": Field(200, "gradient updates between a fit's start and its weights' use",
-                                    range=(0, None)),
-        "causal_temperature": Field(1.0, "softmax temperature of the causal weights", range=(1e-6, None)),
-        "causal_use_abs": Field(True, "softmax |effect| (False: the signed effect, as the ACE code)"),
-        "dormant_reset": Field(False, "ACE: gradient-dormancy-guided resets"),
-        "reset_interval": Field(100_000, "gradient updates between resets", range=(1, None)),
-        "reset_start": Field(5_000, "no reset before this many updates", range=(0, None)),
-        "dormant_tau": Field(0.05, "a neuron is dormant below tau x its layer's mean gradient norm",
-                             range=(0.0, 1.0)),
-        "reset_factor_min": Field(0.2, "lowest mixing factor of a reset", range=(0.0, 1.0)),
-        "reset_factor_max": Field(0.9, "highest mixing factor of a reset", range=(0.0, 1.0)),
     }
+
+    # sac held SAC-ACE's keys before sac_ace declared them alone: older run directories still load and resume
+    # (zoo.config.resolve drops them while ACE's parts are off).
+    retired_fields: ClassVar[dict[str, Any]] = {
+        "causal_weights": False, "dormant_reset": False, **dict.fromkeys((
+            "causal_interval", "causal_sample_size", "causal_apply_after", "causal_temperature", "causal_use_abs",
+            "reset_interval", "reset_start", "dormant_tau", "reset_factor_min", "reset_factor_max"))}
+    retired_hint: ClassVar[str] = "ACE's parts are policy.type=sac_ace's now"
 
     @classmethod
     def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
-        if not isinstance(observation_space, gym.spaces.Box) or observation_space.shape is None:
-            raise ConfigError(
-                f"observation space {observation_space} is not supported by SAC: it takes Box observations"
-            )
-        bounded = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and (
-            action_space.shape[0] > 0 and np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()
-        )
-        if not bounded:
-            raise ConfigError(
-                f"action space {action_space} is not supported by SAC: it takes a 1-D Box with finite bounds "
-                f"(its actions are squashed into them)"
-            )
+        check_bounded_box("SAC", observation_space, action_space)
 
     def __init__(
         self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
@@ -121,19 +98,8 @@ class SACPolicy(Policy):
         out_dim = cfg.hl_gauss_bins if cfg.critic_loss == "hl_gauss" else 1
         check_parameter_memory("policy.hidden_sizes", [self.obs_dim + self.action_dim, *hidden], 4, out_dim,
                                not acting_only)
-        low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
-        high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
-        self._center, self._half = (high + low) / 2, (high - low) / 2
+        self.actions = BoxActions(action_space, self.device)
         self.actor = self._new_actor().to(self.device)
-        self.updates = 0
-        self.resets = 0
-        self.last_dormant_fraction: float | None = None
-        self.last_reset_factor: float | None = None
-        self._causal_weight = torch.ones(self.action_dim, device=self.device)
-        self.causal = CausalWeightSchedule(
-            self.action_dim, cfg.causal_interval, cfg.causal_sample_size, cfg.causal_apply_after,
-            cfg.causal_temperature, cfg.causal_use_abs,
-        )
         self.support = self._support(cfg)
         if acting_only:
             return
@@ -180,21 +146,21 @@ class SACPolicy(Policy):
         noise = torch.randn_like(mu)
         pre_tanh = mu + log_std.exp() * noise
         per_dim = (-0.5 * noise.square() - _LOG_SQRT_2PI) - log_std - tanh_log_det_jacobian(pre_tanh)
-        weighted = per_dim.sum(-1) if not self.cfg.causal_weights else (per_dim * self._causal_weight).sum(-1)
-        return torch.tanh(pre_tanh), per_dim, weighted
+        return torch.tanh(pre_tanh), per_dim, self.weighted_log_prob(per_dim)
 
-    def _to_env(self, squashed: torch.Tensor) -> np.ndarray:
-        return (self._center + self._half * squashed).cpu().numpy()
+    def weighted_log_prob(self, per_dim: torch.Tensor) -> torch.Tensor:
+        """The log-prob of the entropy terms from the per-dimension ones: their sum (SAC-ACE weights them)."""
+        return per_dim.sum(-1)
 
     @torch.no_grad()
-    def collect(self, obs: torch.Tensor) -> CollectOutput:
+    def explore(self, obs: torch.Tensor) -> np.ndarray:
         mu, log_std = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
-        return CollectOutput(self._to_env(torch.tanh(mu + log_std.exp() * torch.randn_like(mu))))
+        return self.actions.to_env(torch.tanh(mu + log_std.exp() * torch.randn_like(mu))).cpu().numpy()
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """``tanh`` of the mean, scaled into the action bounds (what ``evaluate`` returns; traceable)."""
         mu, _ = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
-        return self._center + self._half * torch.tanh(mu)
+        return self.actions.to_env(torch.tanh(mu))
 
     def export_module(self) -> torch.nn.Module:
         """The actor alone (the critics do not act)."""
@@ -207,31 +173,12 @@ class SACPolicy(Policy):
         out = (self.target if target else self.critic)(obs, action, detach_weights)
         return out.squeeze(-1) if self.support is None else self.support.to_scalar(out)
 
-    def learn(self, batch: ReplayBuffer, ctx: LearnContext) -> dict[str, float]:
-        """``ctx.updates`` SAC updates, each on a minibatch sampled uniformly from the replay buffer ``batch``."""
-        replay, cfg = batch, self.cfg
-        if cfg.causal_weights:
-            self.causal.maybe_start(replay, ctx.env_steps, self.updates)
-        totals: dict[str, list[float]] = {}
-        for _ in range(ctx.updates):
-            if cfg.causal_weights and self.causal.maybe_apply(self.updates):
-                self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
-            rows = torch.randint(len(replay), (cfg.batch_size,)).numpy()
-            for key, value in self._update(replay.take(rows).as_tensors(self.device), ctx).items():
-                totals.setdefault(key, []).append(value)
-        metrics = {key: sum(values) / len(values) for key, values in totals.items()}  # actor keys: actor updates
-        metrics["alpha"] = float(self.alpha_module.log_alpha.detach().exp())
-        if cfg.causal_weights:
-            metrics.update({f"causal_weight_{k}": float(w) for k, w in enumerate(self.causal.weights)})
-        if self.last_dormant_fraction is not None:
-            metrics.update(dormant_fraction=self.last_dormant_fraction, reset_factor=self.last_reset_factor,
-                           resets=float(self.resets))
-        return metrics
-
-    def _update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
+        """One critic update; actor and temperature every ``actor_update_interval``, targets every
+        ``target_update_interval`` critic updates."""
         cfg = self.cfg
         obs, next_obs = batch["obs"].flatten(1), batch["next_obs"].flatten(1)
-        action = (batch["action"].reshape(len(obs), -1) - self._center) / self._half
+        action = self.actions.to_unit(batch["action"].reshape(len(obs), -1))
         alpha = self.alpha_module.log_alpha.detach().exp()
         with torch.no_grad():
             next_action, _, next_log_prob = self._sample(next_obs)
@@ -247,16 +194,15 @@ class SACPolicy(Policy):
             critic_loss = self.support.loss(out, target_q.expand(out.shape[0], -1)) * out.shape[0]
             q_mean = self.support.to_scalar(out.detach()).mean()
         self.critic_optimizer.backward_and_step(critic_loss, cfg.max_grad_norm, ctx.sync_gradients)
-        self.updates += 1
         metrics = {"critic_loss": critic_loss.item(), "q_mean": q_mean.item()}
         if self.updates % cfg.actor_update_interval == 0:
             metrics.update(self._update_actor_and_alpha(obs, alpha, ctx))
-            if cfg.dormant_reset and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
-                self._dormancy_reset()
-        if self.updates % cfg.target_update_interval == 0:
-            with torch.no_grad():
-                self.target_flat.lerp_(self.critic_optimizer.flat, cfg.tau)
+            self.after_actor_update()
+        self.update_target(self.target_flat, self.critic_optimizer.flat, cfg.tau, cfg.target_update_interval)
         return metrics
+
+    def after_actor_update(self) -> None:
+        """Hook: right after an actor update, its gradients still in place (SAC-ACE's resets)."""
 
     def _update_actor_and_alpha(self, obs: torch.Tensor, alpha: torch.Tensor, ctx: LearnContext) -> dict[str, float]:
         cfg = self.cfg
@@ -278,27 +224,12 @@ class SACPolicy(Policy):
             optimizer.step()
         return metrics
 
-    def _dormancy_reset(self) -> None:
-        """ACE's reset, from the actor's gradients of the update just made (see ``zoo.policies.ace``)."""
-        cfg = self.cfg
-        fraction = gradient_dormant_fraction(list(self.actor.layers), cfg.dormant_tau)
-        factor = reset_factor(fraction, cfg.reset_factor_min, cfg.reset_factor_max)
-        fresh_actor = flatten_parameters(self._new_actor().to(self.device))
-        perturb_(self.actor_optimizer.flat, fresh_actor, factor)
-        for flat in (self.critic_optimizer.flat, self.target_flat):  # each gets its own fresh draw
-            perturb_(flat, flatten_parameters(self._new_critic().to(self.device)), factor)
-        self.actor_optimizer.reset_state()
-        self.critic_optimizer.reset_state()
-        self.resets += 1
-        self.last_dormant_fraction, self.last_reset_factor = fraction, factor
+    def learn_metrics(self) -> dict[str, float]:
+        return {"alpha": float(self.alpha_module.log_alpha.detach().exp())}
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "actor": self.actor.state_dict(), "updates": self.updates, "resets": self.resets,
-            "last_dormant_fraction": self.last_dormant_fraction, "last_reset_factor": self.last_reset_factor,
-            "causal": self.causal.state_dict(),
-        }
+        state: dict[str, Any] = {"actor": self.actor.state_dict(), **super().state_dict()}
         if not self.acting_only:
             state.update(
                 critic=self.critic.state_dict(), target=self.target.state_dict(),
@@ -310,10 +241,7 @@ class SACPolicy(Policy):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.actor.load_state_dict(state["actor"])
-        self.updates, self.resets = int(state["updates"]), int(state["resets"])
-        self.last_dormant_fraction, self.last_reset_factor = state["last_dormant_fraction"], state["last_reset_factor"]
-        self.causal.load_state_dict(state["causal"])
-        self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
+        super().load_state_dict(state)
         if self.acting_only:
             return
         self.critic.load_state_dict(state["critic"])
@@ -329,17 +257,3 @@ class SACPolicy(Policy):
 
     def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         self.actor.load_state_dict(state)
-
-    def close(self) -> None:
-        """Stop the background causal fit, if one runs."""
-        self.causal.close()
-
-
-class SACACEPolicy(SACPolicy):
-    """SAC-ACE: SAC with causality-aware entropy weights and gradient-dormancy-guided resets (ACE's defaults)."""
-
-    fields: ClassVar[dict[str, Field]] = {
-        **SACPolicy.fields,
-        "causal_weights": SACPolicy.fields["causal_weights"].but(True),
-        "dormant_reset": SACPolicy.fields["dormant_reset"].but(True),
-    }

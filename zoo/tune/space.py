@@ -83,6 +83,8 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, list[Any]]]] = {
     },
     "sac": _SAC,
     "sac_ace": _SAC,
+    # rl-zoo's TD3 sampler also varies the exploration noise's std (uniform in [0, 1], in [-1, 1] action units).
+    "td3": {**_SAC, "policy.exploration_noise": {"uniform": [0.0, 1.0]}},
 }
 
 

@@ -1,0 +1,40 @@
+"""TD3 on Hopper-v5 (MuJoCo: `pip install 'zoo-rl[mujoco]'`).
+
+CleanRL's td3_continuous_action and rl-baselines3-zoo's Hopper settings, scaled like sac_ace_hopper.py to a 2-core
+CPU: networks 256x256 (CleanRL; rl-zoo 400x300), Adam at 3e-4 for actor and critics, batch 256, gamma 0.99,
+tau 0.005, policy delay 2, smoothing noise 0.2 clipped at 0.5, exploration noise 0.1, 10k uniformly random steps
+first (rl-zoo; CleanRL 25k), one update per env step, a 100k-step budget instead of 1M.
+
+Not measured beyond a start-up check (2k env steps run); rl-zoo's benchmark reports TD3 Hopper at 1M steps."""
+
+config = dict(
+    exp_name="td3_hopper",
+    seed=0,
+    env=dict(id="Hopper-v5"),
+    policy=dict(
+        type="td3",
+        hidden_sizes=[256, 256],
+        actor_learning_rate=3e-4,
+        critic_learning_rate=3e-4,
+        batch_size=256,
+        gamma=0.99,
+        tau=0.005,
+        policy_delay=2,
+        policy_noise=0.2,
+        noise_clip=0.5,
+        exploration_noise=0.1,
+    ),
+    pipeline=dict(
+        num_envs=1,
+        buffer_size=1_000_000,
+        learning_starts=10_000,
+        train_freq=1,
+        gradient_steps=1,
+        steps_per_iteration=1_000,
+        max_env_steps=100_000,
+        eval_every=5,
+        eval_episodes=10,
+        checkpoint_every=10,
+        log_every_s=10.0,
+    ),
+)

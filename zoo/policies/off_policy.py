@@ -1,0 +1,176 @@
+"""The off-policy family base (SAC, SAC-ACE, TD3, DQN): what every replay-based policy shares.
+
+A subclass writes ``explore`` (the env actions to collect with), ``update`` (one gradient update on one
+minibatch), its networks, ``deterministic_action`` or ``evaluate``, and its state; ``OffPolicyPolicy`` gives:
+
+- ``learn(replay, ctx)``: ``ctx.updates`` updates, each on a minibatch of ``cfg.batch_size`` rows drawn uniformly
+  (with replacement) by ``sample_minibatch`` with torch's global generator, whose state every checkpoint holds, so
+  a resumed run draws the same rows; the metrics of one call are averaged per key over the updates that report
+  the key (an actor metric reported every 2nd update is the mean over those). Hooks around it:
+  ``prepare_learning(replay, ctx)`` once per call, ``before_update()`` before each draw, ``learn_metrics()``
+  added after the averages. ``self.updates`` counts gradient updates; ``update`` sees it already counting the
+  update in progress (1 in the first), and ``state_dict`` saves it.
+- ``soft_update(target, source, tau)`` and ``update_target(...)``: Polyak averaging ``target <- (1 - tau) target
+  + tau source`` every ``interval`` updates; ``tau = 1`` is the periodic hard copy (DQN's target network).
+- ``self.progress``: the training progress when acting (a ``LearnContext``: ``progress`` in [0, 1] of the
+  env-step budget, ``env_steps`` and ``iteration`` before the collection), which the off-policy pipeline sets
+  through ``set_progress`` before every collection, so an exploration schedule (epsilon-greedy, a noise decay) is
+  a function of it and needs no counter of its own. It is derived from the run's counters, so resumes are exact.
+- ``close()``: nothing by default; a policy with background work (SAC-ACE's causal fits) stops it there.
+
+The replay convention: the replay buffer stores **env actions**, for the uniformly random steps before
+``learning_starts`` and for the policy's steps alike (``collect`` returns ``explore``'s env actions with no raw
+action). The policy converts when it learns: a bounded Box action to the [-1, 1] range of a tanh actor with
+``BoxActions.to_unit``; a ``Discrete(n, start)`` action to an index with ``action - start``. One convention means
+one conversion, so random and policy steps can never disagree on offsets or scaling.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from easydict import EasyDict
+from torch import nn
+
+from ..data import ReplayBuffer
+from ..errors import ConfigError
+from .base import CollectOutput, LearnContext, Policy
+
+
+def soft_update(target: nn.Module | torch.Tensor, source: nn.Module | torch.Tensor, tau: float) -> None:
+    """``target <- target + tau * (source - target)`` in place, for two modules of the same structure (parameters
+    and floating-point buffers) or two tensors (e.g. flat parameter buffers); ``tau = 1`` copies exactly."""
+    with torch.no_grad():
+        if isinstance(target, torch.Tensor):
+            pairs = [(target, source)]
+        else:
+            pairs = [*zip(target.parameters(), source.parameters()), *zip(target.buffers(), source.buffers())]
+        for dst, src in pairs:
+            if tau == 1.0 or not dst.is_floating_point():
+                dst.copy_(src)
+            else:
+                dst.lerp_(src, tau)
+
+
+def check_bounded_box(algorithm: str, observation_space: gym.Space, action_space: gym.Space) -> None:
+    """Raise ``ConfigError`` unless the observations are a Box and the actions a 1-D Box with finite bounds (the
+    spaces of a tanh-squashed actor)."""
+    if not isinstance(observation_space, gym.spaces.Box) or observation_space.shape is None:
+        raise ConfigError(
+            f"observation space {observation_space} is not supported by {algorithm}: it takes Box observations"
+        )
+    bounded = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and (
+        action_space.shape[0] > 0 and np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()
+    )
+    if not bounded:
+        raise ConfigError(
+            f"action space {action_space} is not supported by {algorithm}: it takes a 1-D Box with finite bounds "
+            f"(its actions are squashed into them)"
+        )
+
+
+class BoxActions:
+    """The affine map between a bounded Box's env actions and the [-1, 1] range of a tanh actor."""
+
+    def __init__(self, action_space: gym.spaces.Box, device: torch.device) -> None:
+        low = torch.as_tensor(action_space.low, dtype=torch.float32, device=device)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32, device=device)
+        self.center, self.half = (high + low) / 2, (high - low) / 2
+
+    def to_unit(self, action: torch.Tensor) -> torch.Tensor:
+        """Env actions (as stored in the replay) -> [-1, 1]."""
+        return (action - self.center) / self.half
+
+    def to_env(self, unit: torch.Tensor) -> torch.Tensor:
+        """[-1, 1] -> env actions (traceable: used by ``deterministic_action``)."""
+        return self.center + self.half * unit
+
+
+class OffPolicyPolicy(Policy):
+    """Base of replay-based policies: minibatches, target updates, metric averaging, progress when acting.
+
+    Subclasses implement ``explore(obs) -> np.ndarray`` and ``update(batch, ctx) -> dict[str, float]`` and
+    declare ``batch_size`` among their ``fields`` (see the module docstring for the rest of the contract).
+    """
+
+    pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
+
+    def __init__(
+        self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
+        acting_only: bool = False,
+    ) -> None:
+        super().__init__(cfg, observation_space, action_space, device, acting_only)
+        self.updates = 0
+        self.progress = LearnContext()
+
+    # -- acting -------------------------------------------------------------------------------------------
+    def set_progress(self, ctx: LearnContext) -> None:
+        """Called by the pipeline before each collection: the progress ``explore`` may schedule on."""
+        self.progress = ctx
+
+    def explore(self, obs: torch.Tensor) -> np.ndarray:
+        """The env actions to collect with for a batch of observations (exploration included)."""
+        raise NotImplementedError
+
+    def collect(self, obs: torch.Tensor) -> CollectOutput:
+        """``explore``'s env actions, which the replay stores as they are (the replay convention)."""
+        return CollectOutput(self.explore(obs))
+
+    # -- learning -----------------------------------------------------------------------------------------
+    def sample_minibatch(self, replay: ReplayBuffer) -> dict[str, torch.Tensor]:
+        """``cfg.batch_size`` rows drawn uniformly with torch's global generator, as tensors on the device."""
+        rows = torch.randint(len(replay), (self.cfg.batch_size,)).numpy()
+        return replay.take(rows).as_tensors(self.device)
+
+    def learn(self, batch: ReplayBuffer, ctx: LearnContext) -> dict[str, float]:
+        """``ctx.updates`` updates, each on a fresh minibatch of the replay buffer ``batch``; each metric is the
+        mean over the updates that reported it, followed by ``learn_metrics()``."""
+        self.prepare_learning(batch, ctx)
+        totals: dict[str, list[float]] = {}
+        for _ in range(ctx.updates):
+            self.before_update()
+            minibatch = self.sample_minibatch(batch)
+            self.updates += 1
+            for key, value in self.update(minibatch, ctx).items():
+                totals.setdefault(key, []).append(value)
+        metrics = {key: sum(values) / len(values) for key, values in totals.items()}
+        metrics.update(self.learn_metrics())
+        return metrics
+
+    def prepare_learning(self, replay: ReplayBuffer, ctx: LearnContext) -> None:
+        """Hook: once at the start of each ``learn`` call (nothing by default)."""
+
+    def before_update(self) -> None:
+        """Hook: before each minibatch is drawn, with ``self.updates`` not yet counting it (nothing by default)."""
+
+    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
+        """One gradient update on ``batch`` (the replay's fields as tensors: obs, action (env actions), reward,
+        next_obs, terminated, truncated); returns its metrics."""
+        raise NotImplementedError
+
+    def learn_metrics(self) -> dict[str, float]:
+        """Hook: metrics reported once per ``learn`` call after the averages (e.g. a temperature)."""
+        return {}
+
+    def update_target(self, target: nn.Module | torch.Tensor, source: nn.Module | torch.Tensor, tau: float,
+                      interval: int = 1) -> bool:
+        """``soft_update(target, source, tau)`` when ``self.updates`` is a multiple of ``interval``; True if done."""
+        if self.updates % interval != 0:
+            return False
+        soft_update(target, source, tau)
+        return True
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The update counter; subclasses add their networks and optimisers."""
+        return {"updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` output (subclasses call this and restore the rest)."""
+        self.updates = int(state["updates"])
+
+    def close(self) -> None:
+        """Release background resources (nothing by default)."""

@@ -1,0 +1,186 @@
+"""TD3 (Fujimoto, van Hoof and Meger 2018, "Addressing Function Approximation Error in Actor-Critic Methods").
+
+A deterministic actor ``a = tanh(mu(s))`` in [-1, 1] and twin critics ``Q_1, Q_2`` (one batched ``EnsembleQ``), on
+the off-policy base (``zoo.policies.off_policy``: the replay holds env actions, rescaled here to [-1, 1]). Every
+update, with ``c = noise_clip`` and ``sigma = policy_noise`` in [-1, 1] action units:
+
+1. target policy smoothing: ``a' = clip(tanh(mu_target(s')) + clip(eps, -c, c), -1, 1)``, ``eps ~ N(0, sigma^2)``;
+2. clipped double Q: ``y = r + gamma * (1 - terminated) * min(Q_1target(s', a'), Q_2target(s', a'))``; a
+   truncated transition bootstraps from its final observation, a terminated one does not;
+3. critics: ``sum_i mean (Q_i(s, a) - y)^2``;
+4. delayed policy updates: every ``policy_delay`` critic updates, the actor maximises ``Q_1(s, tanh(mu(s)))``,
+   then the target actor and target critics move ``tau`` towards the online ones (Polyak).
+
+Exploration: ``clip(tanh(mu(s)) + N(0, exploration_noise^2), -1, 1)`` scaled into the env's bounds (before
+``pipeline.learning_starts`` the pipeline acts uniformly at random). Evaluation and ``zoo export``: ``tanh(mu(s))``
+scaled. Defaults as Stable-Baselines3's TD3 and CleanRL's td3_continuous_action (learning rate 1e-3 as SB3).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+from easydict import EasyDict
+from torch import nn
+
+from ..config.schema import Field
+from ..sizes import check_parameter_memory
+from .base import ActingGraph, LearnContext
+from .off_policy import BoxActions, OffPolicyPolicy, check_bounded_box
+from .optim import FlatOptimizer, flatten_parameters
+from .sac_networks import _ACTIVATIONS, EnsembleQ
+
+
+class DeterministicActor(nn.Module):
+    """``obs -> tanh(mu(obs))``: an MLP whose output is squashed into [-1, 1]."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: list[int], activation: str = "relu") -> None:
+        super().__init__()
+        sizes = [obs_dim, *hidden_sizes, action_dim]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.activation = _ACTIVATIONS[activation]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs
+        for layer in self.layers[:-1]:
+            x = self.activation(F.linear(x, layer.weight, layer.bias))
+        out = self.layers[-1]
+        return torch.tanh(F.linear(x, out.weight, out.bias))
+
+
+class TD3Policy(OffPolicyPolicy):
+    """Twin Delayed DDPG for bounded 1-D Box actions."""
+
+    fields: ClassVar[dict[str, Field]] = {
+        "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
+                              frozen=True),
+        "activation": Field("relu", "hidden-layer activation", choices=("relu", "tanh", "elu"), frozen=True),
+        "actor_learning_rate": Field(1e-3, "Adam learning rate of the actor", range=(0.0, 10.0)),
+        "critic_learning_rate": Field(1e-3, "Adam learning rate of the critics", range=(0.0, 10.0)),
+        "batch_size": Field(256, "transitions per gradient update", range=(1, 1_000_000)),
+        "gamma": Field(0.99, "discount factor", range=(0.0, 1.0)),
+        "tau": Field(0.005, "Polyak rate of the target actor and critics", range=(0.0, 1.0)),
+        "policy_delay": Field(2, "actor and target updates every N critic updates", range=(1, None)),
+        "policy_noise": Field(0.2, "std of the target policy smoothing noise, in [-1, 1] action units",
+                              range=(0.0, None)),
+        "noise_clip": Field(0.5, "the smoothing noise is clipped to [-noise_clip, noise_clip]", range=(0.0, None)),
+        "exploration_noise": Field(0.1, "std of the Gaussian exploration noise, in [-1, 1] action units",
+                                   range=(0.0, None)),
+        "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
+    }
+
+    @classmethod
+    def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
+        check_bounded_box("TD3", observation_space, action_space)
+
+    def __init__(
+        self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
+        acting_only: bool = False,
+    ) -> None:
+        super().__init__(cfg, observation_space, action_space, device, acting_only)
+        self.check_spaces(observation_space, action_space)
+        self.obs_dim = int(np.prod(observation_space.shape))
+        self.action_dim = int(action_space.shape[0])
+        hidden = list(cfg.hidden_sizes)
+        check_parameter_memory("policy.hidden_sizes", [self.obs_dim + self.action_dim, *hidden], 4, 1,
+                               not acting_only)
+        self.actions = BoxActions(action_space, self.device)
+        self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden, cfg.activation).to(self.device)
+        if acting_only:
+            return
+        self.critic = EnsembleQ(self.obs_dim, self.action_dim, hidden, 2, 1, cfg.activation).to(self.device)
+        self.actor_target = DeterministicActor(self.obs_dim, self.action_dim, hidden, cfg.activation).to(self.device)
+        self.critic_target = EnsembleQ(self.obs_dim, self.action_dim, hidden, 2, 1, cfg.activation).to(self.device)
+        self.actor_optimizer = FlatOptimizer(self.actor, "adam", cfg.actor_learning_rate)
+        self.critic_optimizer = FlatOptimizer(self.critic, "adam", cfg.critic_learning_rate)
+        # The targets start as copies; as flat buffers one Polyak step is one operation per network.
+        self.actor_target_flat = flatten_parameters(self.actor_target)
+        self.critic_target_flat = flatten_parameters(self.critic_target)
+        self.actor_target_flat.copy_(self.actor_optimizer.flat)
+        self.critic_target_flat.copy_(self.critic_optimizer.flat)
+        self.actor_target.requires_grad_(False)
+        self.critic_target.requires_grad_(False)
+
+    # -- acting -------------------------------------------------------------------------------------------
+    def _flat_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.flatten(1) if obs.ndim > 2 else obs
+
+    @torch.no_grad()
+    def explore(self, obs: torch.Tensor) -> np.ndarray:
+        action = self.actor(self._flat_obs(obs))
+        noisy = (action + self.cfg.exploration_noise * torch.randn_like(action)).clamp(-1.0, 1.0)
+        return self.actions.to_env(noisy).cpu().numpy()
+
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's action scaled into the bounds (what ``evaluate`` returns; traceable)."""
+        return self.actions.to_env(self.actor(self._flat_obs(obs)))
+
+    def export_module(self) -> torch.nn.Module:
+        """The actor alone (the critics do not act)."""
+        return ActingGraph(self, {"actor": self.actor})
+
+    # -- learning -----------------------------------------------------------------------------------------
+    def smoothed_target_action(self, next_obs: torch.Tensor) -> torch.Tensor:
+        """Target policy smoothing: the target actor's action plus clipped Gaussian noise, clipped to [-1, 1]."""
+        cfg = self.cfg
+        action = self.actor_target(next_obs)
+        noise = (cfg.policy_noise * torch.randn_like(action)).clamp(-cfg.noise_clip, cfg.noise_clip)
+        return (action + noise).clamp(-1.0, 1.0)
+
+    @torch.no_grad()
+    def td_target(self, reward: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+        """``r + gamma * (1 - terminated) * min_i Q_i,target(s', smoothed a')`` for a batch ``(B,)``."""
+        next_q = self.critic_target(next_obs, self.smoothed_target_action(next_obs)).squeeze(-1).min(0).values
+        # A terminated transition does not bootstrap; a truncated one does, from its final observation.
+        return reward + self.cfg.gamma * (1.0 - terminated.float()) * next_q
+
+    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
+        """One critic update; every ``policy_delay``-th also the actor and the targets."""
+        cfg = self.cfg
+        obs, next_obs = batch["obs"].flatten(1), batch["next_obs"].flatten(1)
+        action = self.actions.to_unit(batch["action"].reshape(len(obs), -1))
+        target_q = self.td_target(batch["reward"], next_obs, batch["terminated"])
+        q = self.critic(obs, action).squeeze(-1)
+        critic_loss = (q - target_q).pow(2).mean(1).sum()
+        self.critic_optimizer.backward_and_step(critic_loss, cfg.max_grad_norm, ctx.sync_gradients)
+        metrics = {"critic_loss": critic_loss.item(), "q_mean": q.detach().mean().item()}
+        if self.updates % cfg.policy_delay == 0:
+            # Q_1 alone, its weights held fixed: the actor's gradient flows through the action only.
+            actor_loss = -self.critic(obs, self.actor(obs), detach_weights=True)[0].mean()
+            self.actor_optimizer.backward_and_step(actor_loss, cfg.max_grad_norm, ctx.sync_gradients)
+            metrics["actor_loss"] = actor_loss.item()
+            self.update_target(self.actor_target_flat, self.actor_optimizer.flat, cfg.tau)
+            self.update_target(self.critic_target_flat, self.critic_optimizer.flat, cfg.tau)
+        return metrics
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"actor": self.actor.state_dict(), **super().state_dict()}
+        if not self.acting_only:
+            state.update(
+                critic=self.critic.state_dict(), actor_target=self.actor_target.state_dict(),
+                critic_target=self.critic_target.state_dict(), actor_optimizer=self.actor_optimizer.state_dict(),
+                critic_optimizer=self.critic_optimizer.state_dict(),
+            )
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        super().load_state_dict(state)
+        if self.acting_only:
+            return
+        self.critic.load_state_dict(state["critic"])
+        self.actor_target.load_state_dict(state["actor_target"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+
+    def actor_state_dict(self) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach().clone() for name, tensor in self.actor.state_dict().items()}
+
+    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.actor.load_state_dict(state)
