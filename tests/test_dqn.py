@@ -263,7 +263,7 @@ def test_offset_actions_learn_and_export_with_the_start_offset(tmp_path, offset_
 
 def test_cartpole_learns(tmp_path, seed=0):
     # dqn_cartpole's settings with 64x64 networks, a quarter of its budget: the 100-episode training mean was
-    # 106-109 at 12,288 steps for seeds 0-2 (random play: about 22); the greedy evaluation is too noisy this early.
+    # 101-113 at 12,288 steps for seeds 0-2 (random play: about 22); the greedy evaluation is too noisy this early.
     config = {
         "exp_name": "cartpole", "seed": seed, "runs_dir": str(tmp_path), "env": {"id": "CartPole-v1"},
         "policy": {"type": "dqn", "hidden_sizes": [64, 64], "learning_rate": 2.3e-3, "batch_size": 64,
