@@ -2,9 +2,9 @@
 Adam 6.3e-4, batches of 128, 4 updates every 4 env steps (rl-zoo's gradient_steps -1 with one env), target copied
 every 250 env steps, epsilon 1 -> 0.1 over the first 12% of 100k steps, learning from the first step, Huber loss.
 
-rl-baselines3-zoo reports -76.6 +- 11.8 at 100k steps. Measured here, seed 0 (376 s on a shared 2-core CPU, one
-torch thread): the final model returns -76.1 +- 9.4 over 10 deterministic episodes (zoo eval); the in-run
-evaluations every 10k steps read -118.6, -500, -81.4, -87.2, -73.2, -75.7, -73.0, -85.0, -78.5, -69.5."""
+rl-baselines3-zoo reports -76.6 +- 11.8 at 100k steps. Measured here, seed 0 (261 s on a shared 2-core CPU, one
+torch thread): the final model returns -80.0 +- 8.2 over 10 deterministic episodes (zoo eval); the in-run
+evaluations every 10k steps read -500, -119.6, -210.5, -78.3, -77.4, -80.2, -300.5, -79.7, -82.9, -75.7."""
 
 config = dict(
     exp_name="dqn_acrobot",
