@@ -58,6 +58,7 @@ from .returns import (
     td_lambda_data,
     td_lambda_error,
 )
+from .td import q_nstep_td_data, q_nstep_td_error
 from .vtrace import (
     compute_importance_weights,
     vtrace_advantage,
@@ -81,7 +82,7 @@ __all__ = [
     "vtrace_error_discrete_action", "vtrace_loss", "vtrace_nstep_return",
     "discount_cumsum", "discount_with_dones", "generalized_lambda_returns", "multistep_forward_view",
     "nstep_return", "nstep_return_data", "td_lambda_data", "td_lambda_error",
-    "gae", "gae_data", "normalize",
+    "gae", "gae_data", "normalize", "q_nstep_td_data", "q_nstep_td_error",
     "ppo_data", "ppo_data_continuous", "ppo_error", "ppo_error_continuous", "ppo_error_multi_discrete",
     "ppo_info", "ppo_loss",
     "ppo_policy_data", "ppo_policy_data_continuous", "ppo_policy_error", "ppo_policy_error_continuous",
