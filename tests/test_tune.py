@@ -110,7 +110,9 @@ def test_list_choices_travel_through_optuna_as_json_and_every_value_survives_set
 
 @pytest.mark.parametrize("config, policy", [("ppo_cartpole.py", "ppo"), ("a2c_cartpole.py", "a2c"),
                                             ("dppo_cartpole.py", "dppo"), ("impala_cartpole.py", "impala"),
-                                            ("sac_pendulum.py", "sac"), ("sac_ace_pendulum.py", "sac_ace")])
+                                            ("sac_pendulum.py", "sac"), ("sac_ace_pendulum.py", "sac_ace"),
+                                            ("td3_pendulum.py", "td3"), ("dqn_cartpole.py", "dqn"),
+                                            ("dqn_acrobot.py", "dqn")])
 def test_every_default_space_fits_its_policy(config, policy):
     cfg = resolve_config(load_config_file(CONFIGS / config), ["pipeline.eval_every=10"], CONFIGS)
     assert cfg.policy.type == policy

@@ -10,7 +10,7 @@ from .hookspecs import hookimpl
 
 @hookimpl
 def register_policies(register: Callable[[str, Any], Any]) -> None:
-    from .policies import A2CPolicy, DPPOPolicy, ImpalaPolicy, PPOPolicy, SACACEPolicy, SACPolicy, TD3Policy
+    from .policies import A2CPolicy, DPPOPolicy, DQNPolicy, ImpalaPolicy, PPOPolicy, SACACEPolicy, SACPolicy, TD3Policy
 
     register("a2c", A2CPolicy)
     register("ppo", PPOPolicy)
@@ -19,6 +19,7 @@ def register_policies(register: Callable[[str, Any], Any]) -> None:
     register("sac", SACPolicy)
     register("sac_ace", SACACEPolicy)
     register("td3", TD3Policy)
+    register("dqn", DQNPolicy)
 
 
 @hookimpl

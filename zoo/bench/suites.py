@@ -55,6 +55,9 @@ SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("impala_pendulum", "impala_pendulum.py", (*_EVAL, "pipeline.eval_every=1000"), 6.0),
         Entry("sac_pendulum", "sac_pendulum.py", (*_EVAL, "pipeline.eval_every=5"), 1.5),
         Entry("sac_ace_pendulum", "sac_ace_pendulum.py", (*_EVAL, "pipeline.eval_every=5"), 2.0),
+        Entry("td3_pendulum", "td3_pendulum.py", _EVAL, 6.0),
+        Entry("dqn_cartpole", "dqn_cartpole.py", (*_FIXED_BUDGET, *_EVAL), 1.0),
+        Entry("dqn_acrobot", "dqn_acrobot.py", (*_FIXED_BUDGET, *_EVAL), 5.0),
     ),
     "mujoco": (
         Entry("ppo_hopper", "ppo_hopper.py", (*_EVAL, "pipeline.eval_every=50"), 10.0),
@@ -62,6 +65,7 @@ SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("ppo_walker2d", "ppo_hopper.py", ("env.id=Walker2d-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
         Entry("sac_hopper", "sac_ace_hopper.py", _sac_hopper("sac", 200_000), 45.0),
         Entry("sac_ace_hopper", "sac_ace_hopper.py", _sac_hopper("sac_ace", 200_000), 50.0),
+        Entry("td3_hopper", "td3_hopper.py", ("pipeline.max_env_steps=200000", "pipeline.eval_every=10", *_EVAL), 45.0),
         Entry("sac_halfcheetah", "sac_ace_hopper.py", ("env.id=HalfCheetah-v5", *_sac_hopper("sac", 200_000)), 45.0),
         Entry("sac_ace_halfcheetah", "sac_ace_hopper.py",
               ("env.id=HalfCheetah-v5", *_sac_hopper("sac_ace", 200_000)), 50.0),

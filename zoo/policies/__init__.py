@@ -13,6 +13,7 @@ from .actor_critic import ActorCriticPolicy, advantage_moments, normalize_advant
 from .base import ActingGraph, CollectOutput, LearnContext, Policy, RolloutActor
 from .build import build_policy
 from .dppo import DPPOPolicy
+from .dqn import DQNPolicy
 from .impala import ImpalaPolicy
 from .off_policy import BoxActions, OffPolicyPolicy, soft_update
 from .optim import sync_parameter_gradients
@@ -38,6 +39,7 @@ __all__ = [
     "SACPolicy",
     "Samples",
     "TD3Policy",
+    "DQNPolicy",
     "Transitions",
     "Unroll",
     "advantage_moments",

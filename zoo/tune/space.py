@@ -85,6 +85,11 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, list[Any]]]] = {
     "sac_ace": _SAC,
     # rl-zoo's TD3 sampler also varies the exploration noise's std (uniform in [0, 1], in [-1, 1] action units).
     "td3": {**_SAC, "policy.exploration_noise": {"uniform": [0.0, 1.0]}},
+    "dqn": {"policy.learning_rate": _log(1e-5, 1e-2), "policy.gamma": {"uniform": [0.9, 0.9999]},
+            "policy.batch_size": {"categorical": [32, 64, 128, 256]},
+            "policy.exploration_fraction": {"uniform": [0.0, 0.5]},
+            "policy.exploration_final_eps": {"uniform": [0.0, 0.2]},
+            "policy.target_update_interval": {"categorical": [1, 10, 100, 1000, 5000, 10000]}},
 }
 
 
