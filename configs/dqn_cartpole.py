@@ -6,7 +6,12 @@ rl-baselines3-zoo reports 500 +- 0 at 50k steps. Measured here (50,176 steps, 40
 one torch thread), the final model's return over 10 deterministic episodes (zoo eval): seed 0 500 +- 0, seed 1
 500 +- 0, seed 2 397.4 +- 150.6; every seed's best model (evaluations every 7,168 steps) 500 +- 0. DQN on CartPole
 forgets and relearns late in training: with the actor-critics' orthogonal init the same seeds ended at 206, 500
-and 144."""
+and 144.
+
+Five seeds (0-4, final model, 10 deterministic episodes on evaluation seeds, one process per core of a 16-core
+machine lent for this check; zoo's bench protocol): 500, 500, 500, 500, 384.5; IQM 500 [423, 500] (95% bootstrap
+CI), mean 476.9 +- 46.2. Seed 4 had evaluated 500 at 43k and 362 at the end: the target "500 +- 0 at 50k" is met
+by 4 of 5 seeds."""
 
 config = dict(
     exp_name="dqn_cartpole",

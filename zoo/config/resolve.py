@@ -117,7 +117,8 @@ def resolve_config(
     policy_cls = POLICY_REGISTRY.get(policy_type)
     supported = tuple(getattr(policy_cls, "pipelines", ()) or ())
     if not supported:
-        raise ConfigError(f"policy '{policy_type}' declares no pipelines: its class must set `pipelines`")
+        raise ConfigError(f"policy '{policy_type}' declares no pipelines: its class must set `pipelines`, e.g. "
+                          f"pipelines = ('serial_onpolicy',) (or ('serial_offpolicy',) for a replay-based policy)")
     user_cfg = _drop_retired_keys(user_cfg, policy_type, policy_cls)
     pipeline_type = _named_type(user_cfg.get("pipeline") or {}, "pipeline", supported[0])
     pipeline_cls = PIPELINE_REGISTRY.get(pipeline_type)

@@ -182,8 +182,9 @@ class Policy:
     config_ranges: ClassVar[dict[str, Any]] = {}
     # key -> allowed values; checked before a run starts.
     config_choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
-    # Registered names of the pipelines this policy runs on; the first is the default ``pipeline.type``.
-    pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy",)
+    # Registered names of the pipelines this policy runs on; the first is the default ``pipeline.type``. None here:
+    # a policy that forgets to say is refused in one line, never handed a batch type it does not expect.
+    pipelines: ClassVar[tuple[str, ...]] = ()
     # Keys of the policy section that ``--resume`` may not change (they shape the saved weights).
     frozen_keys: ClassVar[tuple[str, ...]] = ()
     # The section's keys declared once each (zoo.config.schema.Field): a subclass that sets ``fields`` gets the five
@@ -269,6 +270,10 @@ class Policy:
     def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load what ``actor_state_dict`` returned."""
         self.load_state_dict(state)
+
+    def close(self) -> None:
+        """Release background resources (threads, processes, files); the pipeline calls it once when the run ends,
+        however it ends. Nothing by default."""
 
 
 class ActingGraph(torch.nn.Module):

@@ -171,6 +171,3 @@ class OffPolicyPolicy(Policy):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict`` output (subclasses call this and restore the rest)."""
         self.updates = int(state["updates"])
-
-    def close(self) -> None:
-        """Release background resources (nothing by default)."""
