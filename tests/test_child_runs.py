@@ -99,10 +99,16 @@ def _seeds(tmp_path: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _has_row(run: Path) -> bool:
+    path = run / "metrics.jsonl"
+    return path.is_file() and path.stat().st_size > 0
+
+
 def _wait_training(tmp_path: Path, parent: subprocess.Popen) -> list[Path]:
     runs = [tmp_path / "runs" / "many" / f"seed_{seed}" for seed in (0, 1)]
     deadline = time.monotonic() + 120
-    while not all((run / CONFIG_FILE).is_file() and lock_owner(run) for run in runs):
+    # Training: a first metrics row is written only once the run handles stop signals (it saves on SIGTERM).
+    while not all((run / CONFIG_FILE).is_file() and lock_owner(run) and _has_row(run) for run in runs):
         assert time.monotonic() < deadline and parent.poll() is None, parent.communicate()
         time.sleep(0.2)
     return runs

@@ -15,6 +15,7 @@ import pytest
 import torch
 from easydict import EasyDict
 
+from tests.helpers import metrics_rows
 from zoo.data import ReplayBuffer, Transitions
 from zoo.export.command import export_run
 from zoo.policies import LearnContext, TD3Policy
@@ -196,18 +197,14 @@ TINY = {
 }
 
 
-def _rows(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps")} for row in rows]
-
-
 def test_a_resumed_td3_run_equals_an_unbroken_one(tmp_path):
     config = {**TINY, "runs_dir": str(tmp_path)}
     whole = train(config, ["exp_name=whole", "pipeline.max_env_steps=500"])
     half = train(config, ["exp_name=half", "pipeline.max_env_steps=300"])
     train(None, ["pipeline.max_env_steps=500"], resume=half["run_dir"])
-    rows = _rows(Path(half["run_dir"]))
-    assert rows == _rows(Path(whole["run_dir"])) and len(rows) == 5 and "actor_loss" in rows[-1]
+    rows = metrics_rows(Path(half["run_dir"]), without=("wall_time", "sps"))
+    assert rows == metrics_rows(Path(whole["run_dir"]), without=("wall_time", "sps"))
+    assert len(rows) == 5 and "actor_loss" in rows[-1]
     a, b = (load_weights_only(Path(r) / "checkpoint.pt")["policy"] for r in (whole["run_dir"], half["run_dir"]))
     assert a["updates"] == b["updates"] == 301  # a learning call after each step from 200 to 500
     assert all(torch.equal(a["critic_target"][k], b["critic_target"][k]) for k in a["critic_target"])

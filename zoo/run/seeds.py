@@ -86,13 +86,13 @@ def _in_processes(config: str, overrides: list[Any], seeds: list[int], jobs: int
                 waiting = []
             time.sleep(0.1)
             for seed, ended in children.ended():
-                results[seed] = _result(seed, ended)
+                results[seed] = _result(seed, ended, stopped)
                 print(f"zoo: seed {seed}: {results[seed]['reason']}", file=sys.stderr, flush=True)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         for seed, ended in children.stop():
-            results[seed] = _result(seed, ended)
+            results[seed] = _result(seed, ended, stopped)
     for seed in seeds:  # stopped before they started: interrupted, with the signal's exit code
         if seed not in results:
             results[seed] = {**_result(seed, None), "reason": "interrupted", "error": "not started",
@@ -100,8 +100,12 @@ def _in_processes(config: str, overrides: list[Any], seeds: list[int], jobs: int
     return [results[seed] for seed in seeds]
 
 
-def _result(seed: int, ended: Ended | None) -> dict[str, Any]:
+def _result(seed: int, ended: Ended | None, stopped: list[int] | None = None) -> dict[str, Any]:
     summary = None if ended is None else ended.summary
+    if summary is None and ended is not None and stopped and ended.code in (-stopped[0], 128 + stopped[0]):
+        # Our stop signal reached it while it was still starting (before it handles signals): nothing to save.
+        return {**_result(seed, None), "reason": "interrupted", "error": "stopped while starting",
+                "exit_code": 128 + int(stopped[0])}
     if summary is None:
         error = None if ended is None else ended.error or f"exit code {ended.code}"
         return {"seed": seed, "reason": "failed", "error": error,
