@@ -89,6 +89,8 @@ def linear_epsilon(progress: float, initial: float, final: float, fraction: floa
 class DQNPolicy(OffPolicyPolicy):
     """Deep Q-network for Discrete actions (double, dueling, Huber or MSE, periodic or Polyak targets)."""
 
+    acting_parts: ClassVar[tuple[str, ...]] = ("q",)
+    learning_parts: ClassVar[tuple[str, ...]] = ("target", "optimizer")
     fields: ClassVar[dict[str, Field]] = {
         "hidden_sizes": Field([64, 64], "widths of the hidden layers of the Q-network", range=(1, 1_000_000),
                               frozen=True),
@@ -209,23 +211,8 @@ class DQNPolicy(OffPolicyPolicy):
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        state = {**super().state_dict(), "q": self.q.state_dict(), "target_syncs": self.target_syncs}
-        if not self.acting_only:
-            state.update(target=self.target.state_dict(), optimizer=self.optimizer.state_dict())
-        return state
+        return {**super().state_dict(), "target_syncs": self.target_syncs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.q.load_state_dict(state["q"])
         self.target_syncs = int(state["target_syncs"])
-        if self.acting_only:
-            return
-        self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
-
-    def actor_state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: tensor.detach().clone() for name, tensor in self.q.state_dict().items()}
-
-    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.q.load_state_dict(state)
-

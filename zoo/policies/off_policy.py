@@ -164,10 +164,38 @@ class OffPolicyPolicy(Policy):
         return True
 
     # -- state --------------------------------------------------------------------------------------------
+    # Attributes saved by name: what acting needs (kept by acting-only policies, published to actors), and what
+    # learning adds (target networks, optimisers). Each has state_dict/load_state_dict; subclasses add the rest.
+    acting_parts: ClassVar[tuple[str, ...]] = ()
+    learning_parts: ClassVar[tuple[str, ...]] = ()
+
+    def _parts(self) -> tuple[str, ...]:
+        return self.acting_parts if self.acting_only else (*self.acting_parts, *self.learning_parts)
+
     def state_dict(self) -> dict[str, Any]:
-        """The update counter; subclasses add their networks and optimisers."""
-        return {"updates": self.updates}
+        """The update counter and the state of every part (``acting_parts``, and ``learning_parts`` unless acting
+        only); subclasses add what is not a part."""
+        return {"updates": self.updates, **{name: getattr(self, name).state_dict() for name in self._parts()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` output (subclasses call this and restore the rest)."""
+        """Restore ``state_dict`` output (subclasses call this and restore the rest); an acting-only policy reads
+        its acting parts and ignores the learner's."""
         self.updates = int(state["updates"])
+        for name in self._parts():
+            getattr(self, name).load_state_dict(state[name])
+
+    def actor_state_dict(self) -> dict[str, torch.Tensor]:
+        """Copies of the acting parts' tensors (what an acting-only copy loads): the one part's own keys, or
+        ``part.key`` when there are several."""
+        single = len(self.acting_parts) == 1
+        return {key if single else f"{name}.{key}": value.detach().clone()
+                for name in self.acting_parts for key, value in getattr(self, name).state_dict().items()}
+
+    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Load what ``actor_state_dict`` returned."""
+        if len(self.acting_parts) == 1:
+            getattr(self, self.acting_parts[0]).load_state_dict(state)
+            return
+        for name in self.acting_parts:
+            getattr(self, name).load_state_dict({key.split(".", 1)[1]: value for key, value in state.items()
+                                                 if key.startswith(f"{name}.")})

@@ -45,6 +45,9 @@ class _LogAlpha(nn.Module):
 class SACPolicy(OffPolicyPolicy):
     """Soft actor-critic for bounded 1-D Box actions."""
 
+    acting_parts: ClassVar[tuple[str, ...]] = ("actor",)
+    learning_parts: ClassVar[tuple[str, ...]] = ("critic", "target", "actor_optimizer", "critic_optimizer",
+                                                 "alpha_optimizer")
     fields: ClassVar[dict[str, Field]] = {
         "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
                               frozen=True),
@@ -229,31 +232,13 @@ class SACPolicy(OffPolicyPolicy):
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"actor": self.actor.state_dict(), **super().state_dict()}
+        state = super().state_dict()  # the parts; the temperature is a bare tensor
         if not self.acting_only:
-            state.update(
-                critic=self.critic.state_dict(), target=self.target.state_dict(),
-                log_alpha=self.alpha_module.log_alpha.detach().clone(),
-                actor_optimizer=self.actor_optimizer.state_dict(), critic_optimizer=self.critic_optimizer.state_dict(),
-                alpha_optimizer=self.alpha_optimizer.state_dict(),
-            )
+            state["log_alpha"] = self.alpha_module.log_alpha.detach().clone()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.actor.load_state_dict(state["actor"])
         super().load_state_dict(state)
-        if self.acting_only:
-            return
-        self.critic.load_state_dict(state["critic"])
-        self.target.load_state_dict(state["target"])
-        with torch.no_grad():
-            self.alpha_module.log_alpha.copy_(state["log_alpha"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
-
-    def actor_state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: tensor.detach().clone() for name, tensor in self.actor.state_dict().items()}
-
-    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.actor.load_state_dict(state)
+        if not self.acting_only:
+            with torch.no_grad():
+                self.alpha_module.log_alpha.copy_(state["log_alpha"])

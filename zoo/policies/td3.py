@@ -18,7 +18,7 @@ scaled. Defaults as Stable-Baselines3's TD3 and CleanRL's td3_continuous_action 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -55,6 +55,9 @@ class DeterministicActor(nn.Module):
 class TD3Policy(OffPolicyPolicy):
     """Twin Delayed DDPG for bounded 1-D Box actions."""
 
+    acting_parts: ClassVar[tuple[str, ...]] = ("actor",)
+    learning_parts: ClassVar[tuple[str, ...]] = ("critic", "actor_target", "critic_target", "actor_optimizer",
+                                                 "critic_optimizer")
     fields: ClassVar[dict[str, Field]] = {
         "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
                               frozen=True),
@@ -156,31 +159,3 @@ class TD3Policy(OffPolicyPolicy):
             self.update_target(self.actor_target_flat, self.actor_optimizer.flat, cfg.tau)
             self.update_target(self.critic_target_flat, self.critic_optimizer.flat, cfg.tau)
         return metrics
-
-    # -- state --------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"actor": self.actor.state_dict(), **super().state_dict()}
-        if not self.acting_only:
-            state.update(
-                critic=self.critic.state_dict(), actor_target=self.actor_target.state_dict(),
-                critic_target=self.critic_target.state_dict(), actor_optimizer=self.actor_optimizer.state_dict(),
-                critic_optimizer=self.critic_optimizer.state_dict(),
-            )
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.actor.load_state_dict(state["actor"])
-        super().load_state_dict(state)
-        if self.acting_only:
-            return
-        self.critic.load_state_dict(state["critic"])
-        self.actor_target.load_state_dict(state["actor_target"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-
-    def actor_state_dict(self) -> dict[str, torch.Tensor]:
-        return {name: tensor.detach().clone() for name, tensor in self.actor.state_dict().items()}
-
-    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.actor.load_state_dict(state)
