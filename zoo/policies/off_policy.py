@@ -35,9 +35,23 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
+from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
+
+# The keys every actor-critic of the family (SAC, SAC-ACE, TD3) declares alike; each extends or re-defaults them.
+ACTOR_CRITIC_FIELDS: dict[str, Field] = {
+    "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
+                          frozen=True),
+    "activation": Field("relu", "hidden-layer activation", choices=("relu", "tanh", "elu"), frozen=True),
+    "actor_learning_rate": Field(3e-4, "Adam learning rate of the actor", range=(0.0, 10.0)),
+    "critic_learning_rate": Field(3e-4, "Adam learning rate of the critics", range=(0.0, 10.0)),
+    "batch_size": Field(256, "transitions per gradient update", range=(1, 1_000_000)),
+    "gamma": Field(0.99, "discount factor", range=(0.0, 1.0)),
+    "tau": Field(0.005, "Polyak rate of the target networks", range=(0.0, 1.0)),
+    "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
+}
 
 
 def soft_update(target: nn.Module | torch.Tensor, source: nn.Module | torch.Tensor, tau: float) -> None:

@@ -29,7 +29,7 @@ from ..errors import ConfigError, NonFiniteError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .off_policy import BoxActions, OffPolicyPolicy, check_bounded_box
+from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import EnsembleQ, SquashedGaussianActor
 
@@ -49,21 +49,14 @@ class SACPolicy(OffPolicyPolicy):
     learning_parts: ClassVar[tuple[str, ...]] = ("critic", "target", "actor_optimizer", "critic_optimizer",
                                                  "alpha_optimizer")
     fields: ClassVar[dict[str, Field]] = {
-        "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
-                              frozen=True),
-        "activation": Field("relu", "hidden-layer activation", choices=("relu", "tanh", "elu"), frozen=True),
-        "actor_learning_rate": Field(3e-4, "Adam learning rate of the actor", range=(0.0, 10.0)),
-        "critic_learning_rate": Field(3e-4, "Adam learning rate of the critics", range=(0.0, 10.0)),
+        **ACTOR_CRITIC_FIELDS,
+        "tau": ACTOR_CRITIC_FIELDS["tau"].but(0.005, "Polyak rate of the target critics"),
         "alpha_learning_rate": Field(3e-4, "Adam learning rate of the temperature", range=(0.0, 10.0)),
-        "batch_size": Field(256, "transitions per gradient update", range=(1, 1_000_000)),
-        "gamma": Field(0.99, "discount factor", range=(0.0, 1.0)),
-        "tau": Field(0.005, "Polyak rate of the target critics", range=(0.0, 1.0)),
         "init_alpha": Field(1.0, "initial entropy temperature", range=(1e-8, 1e6)),
         "auto_alpha": Field(True, "learn the temperature towards target_entropy"),
         "target_entropy": Field(None, "the temperature's entropy target (None: -|A|)", type=float),
         "actor_update_interval": Field(1, "actor and temperature update every N critic updates", range=(1, None)),
         "target_update_interval": Field(1, "target critics update every N critic updates", range=(1, None)),
-        "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
         "log_std_min": Field(-20.0, "lower clamp of the actor's log std", range=(-50.0, 10.0)),
         "log_std_max": Field(2.0, "upper clamp of the actor's log std", range=(-50.0, 10.0)),
         "critic_loss": Field("mse", "mse, or hl_gauss: categorical critics with the HL-Gauss cross-entropy",

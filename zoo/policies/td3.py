@@ -30,7 +30,7 @@ from torch import nn
 from ..config.schema import Field
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .off_policy import BoxActions, OffPolicyPolicy, check_bounded_box
+from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import _ACTIVATIONS, EnsembleQ
 
@@ -59,21 +59,16 @@ class TD3Policy(OffPolicyPolicy):
     learning_parts: ClassVar[tuple[str, ...]] = ("critic", "actor_target", "critic_target", "actor_optimizer",
                                                  "critic_optimizer")
     fields: ClassVar[dict[str, Field]] = {
-        "hidden_sizes": Field([256, 256], "widths of the hidden layers of actor and critics", range=(1, 1_000_000),
-                              frozen=True),
-        "activation": Field("relu", "hidden-layer activation", choices=("relu", "tanh", "elu"), frozen=True),
-        "actor_learning_rate": Field(1e-3, "Adam learning rate of the actor", range=(0.0, 10.0)),
-        "critic_learning_rate": Field(1e-3, "Adam learning rate of the critics", range=(0.0, 10.0)),
-        "batch_size": Field(256, "transitions per gradient update", range=(1, 1_000_000)),
-        "gamma": Field(0.99, "discount factor", range=(0.0, 1.0)),
-        "tau": Field(0.005, "Polyak rate of the target actor and critics", range=(0.0, 1.0)),
+        **ACTOR_CRITIC_FIELDS,
+        "actor_learning_rate": ACTOR_CRITIC_FIELDS["actor_learning_rate"].but(1e-3),
+        "critic_learning_rate": ACTOR_CRITIC_FIELDS["critic_learning_rate"].but(1e-3),
+        "tau": ACTOR_CRITIC_FIELDS["tau"].but(0.005, "Polyak rate of the target actor and critics"),
         "policy_delay": Field(2, "actor and target updates every N critic updates", range=(1, None)),
         "policy_noise": Field(0.2, "std of the target policy smoothing noise, in [-1, 1] action units",
                               range=(0.0, None)),
         "noise_clip": Field(0.5, "the smoothing noise is clipped to [-noise_clip, noise_clip]", range=(0.0, None)),
         "exploration_noise": Field(0.1, "std of the Gaussian exploration noise, in [-1, 1] action units",
                                    range=(0.0, None)),
-        "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
     }
 
     @classmethod
