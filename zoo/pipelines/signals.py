@@ -5,9 +5,10 @@ saves that consistent state and exits with the conventional code 128 + signal nu
 exactly as if it had never stopped. An iteration whose env call does not return (a hung ``step``/``reset`` of the
 user's env) cannot finish: once a stop was requested, the env-call watchdog (``zoo.envs.calls``) interrupts a call
 that has run ``STOP_GRACE_S`` seconds with ``EnvCallInterrupted``, and the loop saves the state as of the end of
-the last completed iteration instead (a resume then starts fresh episodes: not exact). A second SIGTERM or SIGHUP
-during an env call interrupts it at once; a second Ctrl-C stops at once without saving (the previous checkpoint
-stays intact, as checkpoints are written atomically).
+the last completed iteration instead (a resume then starts fresh episodes: not exact). The same SIGTERM or SIGHUP
+again during an env call interrupts it at once (another signal after the first, such as the SIGTERM that DPPO's
+supervisor relays after a terminal's Ctrl-C reached the whole process group, does not); a second Ctrl-C stops at
+once without saving (the previous checkpoint stays intact, as checkpoints are written atomically).
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ class StopSignals:
         if self.received is not None:
             if signum == signal.SIGINT:  # a second Ctrl-C: stop now, keep the last checkpoint
                 raise KeyboardInterrupt
-            if call is not None:
+            # The same signal again is the user insisting; another one is usually a relay of the first (DPPO's
+            # supervisor forwards a terminal's Ctrl-C to its workers as SIGTERM): the grace still applies to it.
+            if call is not None and signum == self.received:
                 raise EnvCallInterrupted(f"a stop signal interrupted {call[1]}() of env '{call[0]}'")
             return
         self.received = signum
