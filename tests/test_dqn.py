@@ -54,10 +54,10 @@ def identity_q(double_dqn: bool, loss: str) -> DQNPolicy:
 HAND_BATCH = {
     "obs": torch.tensor([[1.0, 0.0], [0.0, 2.0], [0.0, 2.0]]),
     "action": torch.tensor([-1, 0, 0]),
-    "reward": torch.tensor([1.0, 5.0, 1.0]),
+    "reward": torch.tensor([[1.0, 5.0, 1.0]]),  # (nstep=1, B): one-step windows
     "next_obs": torch.tensor([[3.0, 1.0], [10.0, 10.0], [4.0, 0.0]]),
-    "terminated": torch.tensor([False, True, False]),
-    "truncated": torch.tensor([False, False, True]),
+    "terminated": torch.tensor([[False, True, False]]),
+    "truncated": torch.tensor([[False, False, True]]),
 }
 
 

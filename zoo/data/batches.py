@@ -144,6 +144,9 @@ class Transitions:
 
     ``next_obs`` is the observation after the step: for an episode that ended at this step it is the final
     observation (a truncated transition bootstraps from it; a terminated one does not bootstrap at all).
+
+    ``env`` (optional) is the sub-env index of each transition: the transitions of one sub-env follow each other
+    in order, so n-step windows can be read back from a replay buffer (``ReplayBuffer.windows``).
     """
 
     obs: np.ndarray
@@ -152,16 +155,19 @@ class Transitions:
     next_obs: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
+    env: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
 
     @staticmethod
     def concatenate(parts: list[Transitions]) -> Transitions:
-        """One ``Transitions`` holding ``parts`` in order."""
-        names = [f.name for f in fields(Transitions)]
+        """One ``Transitions`` holding ``parts`` in order (``env`` kept only when every part has it)."""
+        names = [f.name for f in fields(Transitions)
+                 if all(getattr(part, f.name) is not None for part in parts)]
         return Transitions(**{name: np.concatenate([getattr(part, name) for part in parts]) for name in names})
 
     def as_tensors(self, device: torch.device | str = "cpu") -> dict[str, Any]:
-        """The fields as tensors on ``device`` (float32 rewards, bool flags)."""
-        return {f.name: torch.as_tensor(getattr(self, f.name), device=device) for f in fields(self)}
+        """The fields as tensors on ``device`` (float32 rewards, bool flags); ``env`` left out."""
+        return {f.name: torch.as_tensor(getattr(self, f.name), device=device) for f in fields(self)
+                if f.name != "env"}

@@ -3,18 +3,20 @@
 Memory is allocated once at construction (``nbytes`` says how much), so a buffer that does not fit fails at the
 start of a run, not hours into it. ``next_obs`` is stored explicitly rather than derived from the following
 row: with vector envs and episode ends, the row after a transition is not in general its successor, and a
-truncated transition needs its own final observation to bootstrap from.
+truncated transition needs its own final observation to bootstrap from. Each row also keeps the index of the
+sub-env it came from (-1 when unknown), which is what lets ``windows`` read n-step sequences back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from .batches import Transitions
 
-_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+_FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "env")
 
 
 class ReplayBuffer:
@@ -47,6 +49,8 @@ class ReplayBuffer:
         self.reward = np.zeros(capacity, dtype=np.float32)
         self.terminated = np.zeros(capacity, dtype=bool)
         self.truncated = np.zeros(capacity, dtype=bool)
+        self.env = np.full(capacity, -1, dtype=np.int32)  # sub-env index of each row; -1: unknown
+        self.num_envs = 0  # one more than the largest sub-env index added: the widest a vector step can be
         self.position = 0  # the row the next transition goes to
         self.size = 0
 
@@ -56,8 +60,9 @@ class ReplayBuffer:
         action_itemsize: int = 4,
     ) -> int:
         """Bytes a buffer of these sizes allocates (to refuse one that cannot fit before allocating it)."""
-        per_row = 2 * int(np.prod(obs_shape)) * obs_itemsize + int(np.prod(action_shape)) * action_itemsize + 4 + 2
-        return int(capacity) * per_row
+        flags_reward_env = 2 + 4 + 4
+        per_row = 2 * int(np.prod(obs_shape)) * obs_itemsize + int(np.prod(action_shape)) * action_itemsize
+        return int(capacity) * (per_row + flags_reward_env)
 
     @property
     def nbytes(self) -> int:
@@ -68,10 +73,13 @@ class ReplayBuffer:
         return self.size
 
     def add(self, transitions: Transitions) -> None:
-        """Append transitions in order, overwriting the oldest when full."""
+        """Append transitions in order, overwriting the oldest when full (``env`` None: sub-envs unknown)."""
         count = len(transitions)
         if count == 0:
             return
+        if transitions.env is None:
+            transitions = dataclasses.replace(transitions, env=np.full(count, -1, dtype=np.int32))
+        self.num_envs = max(self.num_envs, int(transitions.env.max()) + 1)
         if count > self.capacity:  # only the newest capacity rows survive anyway
             keep = slice(count - self.capacity, count)
             transitions = Transitions(**{name: getattr(transitions, name)[keep] for name in _FIELDS})
@@ -108,5 +116,51 @@ class ReplayBuffer:
             have, want = np.shape(state[name])[1:], getattr(self, name).shape[1:]
             if tuple(have) != tuple(want):
                 raise ValueError(f"saved replay {name} rows have shape {tuple(have)}, this buffer's {tuple(want)}")
-        self.position, self.size = 0, 0
-        self.add(Transitions(**{name: np.asarray(state[name]) for name in _FIELDS}))
+        self.position, self.size, self.num_envs = 0, 0, 0
+        # Buffers saved before sub-env indices were kept load with -1 (unknown): no n-step window crosses them.
+        self.add(Transitions(**{name: np.asarray(state[name]) for name in _FIELDS if name in state}))
+
+    # -- n-step sequences -----------------------------------------------------------------------------------
+    def windows(self, rows: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of up to ``steps`` successive transitions of one sub-env's episode starting at each of ``rows``.
+
+        Returns ``(window, valid)``, both ``(steps, B)``: ``window[0] = rows`` and ``window[k]`` the row of the
+        transition after ``window[k - 1]`` in the same sub-env; ``valid[k]`` is False once the window has ended:
+        after a terminated or truncated transition, past the newest row, or where the sub-env is unknown (-1).
+        The successor of a row is the next row of the same sub-env at most ``num_envs`` rows on, since a vector
+        step adds at most one row per sub-env. Rows ended invalid repeat the last valid row.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        window = np.empty((steps, len(rows)), dtype=np.int64)
+        valid = np.zeros((steps, len(rows)), dtype=bool)
+        if steps == 0:
+            return window, valid
+        window[0], valid[0] = rows, True
+        oldest = (self.position - self.size) % self.capacity
+        age = (rows - oldest) % self.capacity  # 0 for the oldest row held
+        env = self.env[rows]
+        alive = env >= 0
+        offsets = np.arange(1, max(self.num_envs, 1) + 1)
+        for k in range(1, steps):
+            previous = window[k - 1]
+            alive &= ~(self.terminated[previous] | self.truncated[previous])
+            candidate_age = age[:, None] + offsets
+            candidate = (oldest + candidate_age) % self.capacity
+            match = (candidate_age < self.size) & (self.env[candidate] == env[:, None])
+            alive &= match.any(1)
+            first = match.argmax(1)
+            age = np.where(alive, candidate_age[np.arange(len(rows)), first], age)
+            window[k] = np.where(alive, candidate[np.arange(len(rows)), first], previous)
+            valid[k] = alive
+        return window, valid
+
+    def end_sequences(self) -> None:
+        """Mark the newest row of each sub-env truncated: its episode was cut there (the envs restarted fresh
+        episodes, e.g. after an inexact resume), so no n-step window runs on into the next episode. A truncated
+        transition still bootstraps from its own next observation, so one-step targets are unchanged."""
+        newest = self.recent(2 * max(self.num_envs, 1))
+        rows = (self.position - len(newest) + np.arange(len(newest))) % self.capacity
+        for env in np.unique(newest.env[newest.env >= 0]):
+            last = rows[newest.env == env][-1]
+            if not self.terminated[last]:
+                self.truncated[last] = True

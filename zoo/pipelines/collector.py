@@ -165,11 +165,13 @@ class VectorCollector:
 
         ``policy=None`` takes uniformly random actions from the (seeded) action space, as before
         ``learning_starts``. The stored action is the policy's raw action (or the env action when it has none);
-        ``next_obs`` of a transition that ended an episode is that episode's final observation.
+        ``next_obs`` of a transition that ended an episode is that episode's final observation; ``env`` is each
+        transition's sub-env index.
         """
         self.start()
         obs, pending = self.obs, self.pending_reset
         parts: list[Transitions] = []
+        sub_envs = np.arange(self.num_envs, dtype=np.int32)
         for _ in range(steps):
             if policy is None:
                 env_action = self.venv.action_space.sample()
@@ -184,7 +186,7 @@ class VectorCollector:
             parts.append(Transitions(
                 obs=obs_array[keep], action=stored[keep], reward=np.asarray(reward, dtype=np.float32)[keep],
                 next_obs=next_array[keep], terminated=np.asarray(terminated)[keep],
-                truncated=np.asarray(truncated)[keep],
+                truncated=np.asarray(truncated)[keep], env=sub_envs[keep],
             ))
             pending = np.logical_or(terminated, truncated)
             obs = next_obs

@@ -4,7 +4,9 @@ Until ``learning_starts`` env steps the envs take uniformly random actions. Then
 each env the policy learns from the replay buffer with ``gradient_steps`` updates (the update-to-data ratio is
 ``gradient_steps / (train_freq * num_envs)``). One iteration (one metrics row) covers ``steps_per_iteration``
 env steps. Transitions keep terminated and truncated apart; a truncated one carries its final observation and
-autoreset steps are never stored (``VectorCollector.transitions``). The replay holds env actions, random and
+autoreset steps are never stored (``VectorCollector.transitions``); each row keeps its sub-env index, and when
+the envs restart fresh episodes mid-run (an inexact resume) the newest stored rows are marked truncated, so the
+n-step windows of ``ReplayBuffer.windows`` follow one episode only. The replay holds env actions, random and
 policy steps alike (``zoo.policies.off_policy``). Before each collection with the policy, a policy that has
 ``set_progress`` (every ``OffPolicyPolicy``) gets the training progress (``learn_context(0)``: progress,
 iteration, env steps so far), so its exploration can follow a schedule. The replay buffer is saved with every
@@ -103,7 +105,11 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
             exploring = self.env_steps < pipe.learning_starts  # uniformly random actions
             if not exploring and hasattr(self.policy, "set_progress"):
                 self.policy.set_progress(self.learn_context(0))
-            self._add(self.collector.transitions(None if exploring else self.policy, pipe.train_freq))
+            resets = self.collector.resets
+            transitions = self.collector.transitions(None if exploring else self.policy, pipe.train_freq)
+            if self.collector.resets != resets:  # fresh episodes (an inexact resume): the stored ones were cut
+                self.replay.end_sequences()
+            self._add(transitions)
             self.env_steps += pipe.train_freq * pipe.num_envs
             self.record_episodes(self.collector.pop_finished())
             if self.env_steps < pipe.learning_starts or len(self.replay) == 0 or pipe.gradient_steps == 0:

@@ -20,9 +20,13 @@ Options:
 - observations: an MLP on flat vectors (torch's default init); ``encoder`` (``auto``: NatureCNN for uint8 images)
   before it.
 
-The loss is ``zoo.rl_utils.q_nstep_td_error`` with n = 1: a terminated transition does not bootstrap, a truncated
-one does, from its own final observation (the replay keeps both flags and that observation). n-step returns
-(n > 1) are not done: the replay buffer interleaves the envs' transitions and does not give n-step sequences.
+- ``nstep``: n-step returns (Sutton 1988; one of Rainbow's components): the target sums the rewards of up to n
+  successive transitions of the same sub-env's episode (``OffPolicyPolicy.sample_windows``) and bootstraps with
+  ``gamma**k`` from the observation after the k-th (k < n when the episode ended or the newest row was reached).
+
+The loss is ``zoo.rl_utils.q_nstep_td_error`` with per-step flags: a window that ends in a termination does not
+bootstrap, one that ends in a truncation does, from that episode's final observation (the replay keeps both flags
+and that observation). With ``nstep = 1`` this is the one-step target of Mnih et al.
 
 Actions: the replay holds env actions (``index + start`` for ``Discrete(n, start)``), those of the random steps
 before ``learning_starts`` and the policy's alike; ``learn`` subtracts ``start``. ``deterministic_action`` is the
@@ -104,6 +108,8 @@ class DQNPolicy(OffPolicyPolicy):
         "learning_rate": Field(1e-4, "Adam learning rate", range=(0.0, 10.0)),
         "batch_size": Field(32, "transitions per gradient update", range=(1, 1_000_000)),
         "gamma": Field(0.99, "discount factor", range=(0.0, 1.0)),
+        "nstep": Field(1, "n-step returns: rewards of up to n successive transitions, then the bootstrap",
+                       range=(1, 1000)),
         "target_update_interval": Field(10_000, "env steps between target updates", range=(1, None)),
         "tau": Field(1.0, "target update rate: 1 copies, below 1 a Polyak step", range=(0.0, 1.0)),
         "exploration_fraction": Field(0.1, "share of the training progress over which epsilon decays",
@@ -190,18 +196,23 @@ class DQNPolicy(OffPolicyPolicy):
             soft_update(self.target, self.q, rate)
             self.target_syncs = syncs
 
+    def sample_minibatch(self, replay: ReplayBuffer) -> dict[str, torch.Tensor]:
+        """Windows of up to ``nstep`` transitions (rewards and flags ``(nstep, B)``) from the replay."""
+        return self.sample_windows(replay, self.cfg.nstep)
+
     def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
-        """One gradient step on the TD loss of a minibatch (env actions in, indices = action - start)."""
+        """One gradient step on the n-step TD loss of a minibatch (env actions in, indices = action - start)."""
         action = batch["action"].long().reshape(-1) - self.start
         q = self.q(batch["obs"])
         with torch.no_grad():
-            next_target = self.target(batch["next_obs"])
+            next_target = self.target(batch["next_obs"])  # after each window's last transition
             online = self.q(batch["next_obs"]) if self.cfg.double_dqn else next_target
             next_action = online.argmax(-1)
-        # A terminated transition does not bootstrap; a truncated one does, from its final observation.
-        data = q_nstep_td_data(q, next_target, action, next_action, batch["reward"].unsqueeze(0),
-                               batch["terminated"], None)
-        loss, _ = q_nstep_td_error(data, self.cfg.gamma, nstep=1, criterion=self.criterion)
+        # A window ending in a termination does not bootstrap; one ending in a truncation does, from the final
+        # observation; otherwise gamma**nstep from the observation after its n-th transition.
+        data = q_nstep_td_data(q, next_target, action, next_action, batch["reward"], batch["terminated"], None)
+        loss, _ = q_nstep_td_error(data, self.cfg.gamma, nstep=self.cfg.nstep, criterion=self.criterion,
+                                   truncated=batch["truncated"])
         grad_norm = self.optimizer.backward_and_step(loss, self.cfg.max_grad_norm, ctx.sync_gradients)
         q_taken = q.detach().gather(-1, action.unsqueeze(-1))
         return {"q_loss": loss.item(), "q_mean": q_taken.mean().item(), "grad_norm": grad_norm}

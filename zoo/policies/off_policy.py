@@ -5,8 +5,9 @@ minibatch), its networks, ``deterministic_action`` or ``evaluate``, and its stat
 
 - ``learn(replay, ctx)``: ``ctx.updates`` updates, each on a minibatch of ``cfg.batch_size`` rows drawn uniformly
   (with replacement) by ``sample_minibatch`` with torch's global generator, whose state every checkpoint holds, so
-  a resumed run draws the same rows; the metrics of one call are averaged per key over the updates that report
-  the key (an actor metric reported every 2nd update is the mean over those). Hooks around it:
+  a resumed run draws the same rows (``sample_windows``: the same draw, as n-step windows of one sub-env's episode);
+  the metrics of one call are averaged per key over the updates that report the key (an actor metric reported
+  every 2nd update is the mean over those). Hooks around it:
   ``prepare_learning(replay, ctx)`` once per call, ``before_update()`` before each draw, ``learn_metrics()``
   added after the averages. ``self.updates`` counts gradient updates; ``update`` sees it already counting the
   update in progress (1 in the first), and ``state_dict`` saves it.
@@ -138,6 +139,26 @@ class OffPolicyPolicy(Policy):
         """``cfg.batch_size`` rows drawn uniformly with torch's global generator, as tensors on the device."""
         rows = torch.randint(len(replay), (self.cfg.batch_size,)).numpy()
         return replay.take(rows).as_tensors(self.device)
+
+    def sample_windows(self, replay: ReplayBuffer, steps: int) -> dict[str, torch.Tensor]:
+        """Like ``sample_minibatch`` (the same draw of start rows), for n-step targets: ``obs`` and ``action`` of
+        each start row ``(B, ...)``; ``reward``, ``terminated``, ``truncated`` per step of its sub-env's window
+        ``(steps, B)`` (0 and False after the window's end); ``next_obs`` the observation after the window's last
+        transition. A window ends at an episode end or after ``steps`` transitions; one cut short by the newest
+        row (or an unknown sub-env) is marked truncated at its last step, so it bootstraps from there."""
+        rows = torch.randint(len(replay), (self.cfg.batch_size,)).numpy()
+        window, valid = replay.windows(rows, steps)
+        length = valid.sum(0)
+        columns = np.arange(len(rows))
+        last = window[length - 1, columns]
+        terminated = valid & replay.terminated[window]
+        truncated = valid & replay.truncated[window]
+        cut = ~(terminated | truncated).any(0) & (length < steps)
+        truncated[length[cut] - 1, columns[cut]] = True
+        arrays = {"obs": replay.obs[rows], "action": replay.action[rows],
+                  "reward": np.where(valid, replay.reward[window], np.float32(0.0)), "terminated": terminated,
+                  "truncated": truncated, "next_obs": replay.next_obs[last]}
+        return {key: torch.as_tensor(value, device=self.device) for key, value in arrays.items()}
 
     def learn(self, batch: ReplayBuffer, ctx: LearnContext) -> dict[str, float]:
         """``ctx.updates`` updates, each on a fresh minibatch of the replay buffer ``batch``; each metric is the

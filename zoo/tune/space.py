@@ -89,7 +89,8 @@ DEFAULT_SPACES: dict[str, dict[str, dict[str, list[Any]]]] = {
             "policy.batch_size": {"categorical": [32, 64, 128, 256]},
             "policy.exploration_fraction": {"uniform": [0.0, 0.5]},
             "policy.exploration_final_eps": {"uniform": [0.0, 0.2]},
-            "policy.target_update_interval": {"categorical": [1, 10, 100, 1000, 5000, 10000]}},
+            "policy.target_update_interval": {"categorical": [1, 10, 100, 1000, 5000, 10000]},
+            "policy.nstep": {"categorical": [1, 3, 5]}},
 }
 
 
