@@ -152,6 +152,12 @@ class TrainingLoop:
         self.recent_returns.extend(returns)
         self.recent_lengths.extend(lengths)
 
+    def environment_record(self) -> dict[str, Any]:
+        """What the run directory's environment record adds for this process: the policy's facts (its
+        ``environment_record()``, e.g. the precision ``auto`` chose)."""
+        policy = getattr(self, "policy", None)
+        return policy.environment_record() if policy is not None else {}
+
     def separate_components(self) -> dict[str, Any]:
         """Large stateful parts (a replay buffer), each saved in a file of its own beside the checkpoint."""
         return {}

@@ -271,6 +271,11 @@ class Policy:
         """Load what ``actor_state_dict`` returned."""
         self.load_state_dict(state)
 
+    def environment_record(self) -> dict[str, Any]:
+        """Facts about how this policy computes on this machine that its results depend on (e.g. the precision
+        ``auto`` chose), added to the run directory's ``environment.json``; none by default."""
+        return {}
+
     def close(self) -> None:
         """Release background resources (threads, processes, files); the pipeline calls it once when the run ends,
         however it ends. Nothing by default."""

@@ -50,8 +50,9 @@ from ..rl_utils import q_nstep_td_data, q_nstep_td_error
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
 from .networks import ACTIVATIONS, build_encoder
-from .off_policy import OffPolicyPolicy, soft_update
+from .off_policy import PRECISION_FIELD, OffPolicyPolicy, soft_update
 from .optim import FlatOptimizer
+from .precision import resolve_precision
 
 _CRITERIA = {"huber": nn.SmoothL1Loss(reduction="none"), "mse": nn.MSELoss(reduction="none")}
 
@@ -76,10 +77,10 @@ class QNetwork(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         features = self.encoder(obs) if self.encoder is not None else obs.reshape(obs.shape[0], -1)
         hidden = self.trunk(features)
-        out = self.head(hidden)
+        out = self.head(hidden).float()  # fp32 out (a no-op in fp32): the TD loss stays fp32 under bf16 autocast
         if self.value is None:
             return out
-        return self.value(hidden) + out - out.mean(-1, keepdim=True)  # the head is the advantage stream
+        return self.value(hidden).float() + out - out.mean(-1, keepdim=True)  # the head is the advantage stream
 
 
 def linear_epsilon(progress: float, initial: float, final: float, fraction: float) -> float:
@@ -117,6 +118,7 @@ class DQNPolicy(OffPolicyPolicy):
         "exploration_initial_eps": Field(1.0, "epsilon at the start", range=(0.0, 1.0)),
         "exploration_final_eps": Field(0.05, "epsilon after the decay", range=(0.0, 1.0)),
         "max_grad_norm": Field(10.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
+        "precision": PRECISION_FIELD,
     }
 
     @classmethod
@@ -139,6 +141,7 @@ class DQNPolicy(OffPolicyPolicy):
         self.n_actions = int(action_space.n)
         self.start = int(action_space.start)
         self.q = self._new_network(check_memory=True).to(self.device)
+        self.precision = resolve_precision(cfg.precision, self.device, self.network_widths())  # encoder known now
         self.target_syncs = 0  # multiples of target_update_interval (env steps) the target has stepped for
         if acting_only:
             return
@@ -160,6 +163,12 @@ class DQNPolicy(OffPolicyPolicy):
             check_parameter_memory("policy.hidden_sizes", [in_dim, *cfg.hidden_sizes], 1 if self.acting_only else 2,
                                    self.n_actions, not self.acting_only)
         return QNetwork(obs_dim, self.n_actions, list(cfg.hidden_sizes), cfg.activation, cfg.dueling, encoder)
+
+    def network_widths(self) -> list[int]:
+        """The hidden layers and, with an image encoder, its feature width (``precision: auto``)."""
+        widths = list(self.cfg.hidden_sizes)
+        encoder = self.q.encoder if hasattr(self, "q") else None
+        return widths + ([encoder.output_dim] if encoder is not None else [])
 
     # -- acting -------------------------------------------------------------------------------------------
     def epsilon(self, progress: float | None = None) -> float:

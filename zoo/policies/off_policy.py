@@ -17,6 +17,8 @@ minibatch), its networks, ``deterministic_action`` or ``evaluate``, and its stat
   env-step budget, ``env_steps`` and ``iteration`` before the collection), which the off-policy pipeline sets
   through ``set_progress`` before every collection, so an exploration schedule (epsilon-greedy, a noise decay) is
   a function of it and needs no counter of its own. It is derived from the run's counters, so resumes are exact.
+- ``self.precision``: ``fp32`` or ``bf16`` (``policy.precision``, ``auto`` resolved; ``zoo.policies.precision``):
+  each ``update`` runs under bf16 autocast when bf16; the networks return float32 outputs so losses stay fp32.
 - ``close()``: nothing by default; a policy with background work (SAC-ACE's causal fits) stops it there.
 
 The replay convention: the replay buffer stores **env actions**, for the uniformly random steps before
@@ -40,6 +42,7 @@ from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
+from .precision import PRECISIONS, learning_precision, resolve_precision
 
 # The keys every actor-critic of the family (SAC, SAC-ACE, TD3) declares alike; each extends or re-defaults them.
 ACTOR_CRITIC_FIELDS: dict[str, Field] = {
@@ -53,6 +56,11 @@ ACTOR_CRITIC_FIELDS: dict[str, Field] = {
     "tau": Field(0.005, "Polyak rate of the target networks", range=(0.0, 1.0)),
     "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
 }
+# Every policy of the family declares it (SAC, TD3 and DQN do); see zoo.policies.precision.
+PRECISION_FIELD = Field("fp32", "arithmetic of the gradient updates: fp32, bf16 (autocast matmuls, fp32 weights, "
+                        "optimiser and losses) or auto (bf16 where the device has native bf16 matmuls and the "
+                        "networks are wide enough to gain)", choices=PRECISIONS)
+ACTOR_CRITIC_FIELDS["precision"] = PRECISION_FIELD
 
 
 def soft_update(target: nn.Module | torch.Tensor, source: nn.Module | torch.Tensor, tau: float) -> None:
@@ -120,6 +128,15 @@ class OffPolicyPolicy(Policy):
         super().__init__(cfg, observation_space, action_space, device, acting_only)
         self.updates = 0
         self.progress = LearnContext()
+        # fp32 or bf16: what `auto` became here (recorded in the run's environment.json)
+        self.precision = resolve_precision(cfg.get("precision", "fp32"), self.device, self.network_widths())
+
+    def network_widths(self) -> list[int]:
+        """The layer widths ``precision: auto`` judges the networks by (default: ``cfg.hidden_sizes``)."""
+        return list(self.cfg.get("hidden_sizes", []))
+
+    def environment_record(self) -> dict[str, Any]:
+        return {"precision": self.precision}
 
     # -- acting -------------------------------------------------------------------------------------------
     def set_progress(self, ctx: LearnContext) -> None:
@@ -169,7 +186,9 @@ class OffPolicyPolicy(Policy):
             self.before_update()
             minibatch = self.sample_minibatch(batch)
             self.updates += 1
-            for key, value in self.update(minibatch, ctx).items():
+            with learning_precision(self.precision, self.device):
+                metrics = self.update(minibatch, ctx)
+            for key, value in metrics.items():
                 totals.setdefault(key, []).append(value)
         metrics = {key: sum(values) / len(values) for key, values in totals.items()}
         metrics.update(self.learn_metrics())

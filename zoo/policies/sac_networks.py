@@ -49,7 +49,8 @@ class SquashedGaussianActor(nn.Module):
         for layer in self.layers[:-1]:
             x = self.activation(F.linear(x, layer.weight, layer.bias))
         out = self.layers[-1]
-        mu, log_std = F.linear(x, out.weight, out.bias).chunk(2, dim=-1)
+        # float32 out (a no-op in fp32): under bf16 autocast everything after the matmuls stays in fp32
+        mu, log_std = F.linear(x, out.weight, out.bias).float().chunk(2, dim=-1)
         return mu, log_std.clamp(self.log_std_low, self.log_std_high)
 
 
@@ -90,4 +91,4 @@ class EnsembleQ(nn.Module):
                 x = torch.baddbmm(bias, x, weight)
             if index < last:
                 x = self.activation(x)
-        return x
+        return x.float()  # float32 out (a no-op in fp32): targets and losses stay fp32 under bf16 autocast

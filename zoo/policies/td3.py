@@ -49,7 +49,7 @@ class DeterministicActor(nn.Module):
         for layer in self.layers[:-1]:
             x = self.activation(F.linear(x, layer.weight, layer.bias))
         out = self.layers[-1]
-        return torch.tanh(F.linear(x, out.weight, out.bias))
+        return torch.tanh(F.linear(x, out.weight, out.bias).float())  # fp32 out under bf16 autocast too
 
 
 class TD3Policy(OffPolicyPolicy):

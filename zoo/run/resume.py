@@ -158,7 +158,7 @@ def resume(run_path: Path, cfg: EasyDict, rank: int, on_run_dir: Callable[[Path]
                 pipeline.config_replaced = None
             if run_dir is not None:
                 run_dir.write_config(cfg)
-                run_dir.record_environment()
+                run_dir.record_environment(pipeline.environment_record())
                 if on_run_dir is not None:
                     on_run_dir(run_path)
             summary = pipeline.run()

@@ -230,17 +230,18 @@ class RunDirectory:
             dump_config(cfg, self.root / CONFIG_FILE)
         return self.config_path
 
-    def record_environment(self) -> None:
+    def record_environment(self, facts: dict[str, Any] | None = None) -> None:
         """Add this session to ``environment.json``: what a run's results depend on beyond its config (the versions
         of zoo, Python, torch, numpy and gymnasium, whether the compiled rl_utils kernels or their numpy fallback
-        ran, the machine), one entry per session, since a resumed run may continue under other versions."""
+        ran, the machine) and ``facts`` (the policy's ``environment_record()``: the precision it chose), one entry per
+        session, since a resumed run may continue under other versions."""
         path = self.root / ENVIRONMENT_FILE
         sessions = []
         try:
             sessions = list(json.loads(path.read_text()).get("sessions", []))
         except (OSError, ValueError, AttributeError):
             pass  # none yet, or unreadable: a new list (this file is a record, never an input)
-        sessions.append(environment())
+        sessions.append({**environment(), **(facts or {})})
         self._write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
 
     def append_metrics(self, row: dict[str, Any]) -> None:

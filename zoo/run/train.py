@@ -91,7 +91,7 @@ def run_worker(
             if run_dir is not None:
                 run_dir.lock()
                 run_dir.write_config(cfg)
-                run_dir.record_environment()
+                run_dir.record_environment(pipeline.environment_record())
                 if on_run_dir is not None:
                     on_run_dir(run_path)
             pipeline.observers = run_observers(cfg, run_dir)
