@@ -18,7 +18,7 @@ from zoo.errors import ConfigError
 from zoo.policies import precision as precision_module
 from zoo.policies.base import LearnContext
 from zoo.policies.dqn import DQNPolicy
-from zoo.policies.precision import AUTO_MIN_WIDTH, resolve_precision
+from zoo.policies.precision import AUTO_MIN_BATCH, AUTO_MIN_WIDTH, resolve_precision
 from zoo.policies.sac import SACPolicy
 from zoo.policies.td3 import TD3Policy
 from zoo.run import train
@@ -57,15 +57,28 @@ def flat_parameters(policy) -> torch.Tensor:
                       for p in getattr(policy, name).parameters()])
 
 
-@pytest.mark.parametrize("native, widths, expected", [
-    (True, [AUTO_MIN_WIDTH, AUTO_MIN_WIDTH], "bf16"), (True, [64, AUTO_MIN_WIDTH + 1], "bf16"),
-    (True, [AUTO_MIN_WIDTH - 1], "fp32"), (True, [], "fp32"), (False, [1024, 1024], "fp32"),
+@pytest.mark.parametrize("native, widths, batch, convolutional, expected", [
+    (True, [256, 256], 256, False, "bf16"), (True, [64, 512], 512, False, "bf16"), (True, [512], 64, False, "fp32"),
+    (True, [256, 256], 255, False, "fp32"), (True, [255], 1024, False, "fp32"), (True, [256], 64, False, "fp32"),
+    (True, [], 256, False, "fp32"),
+    (True, [], 32, True, "bf16"), (False, [1024, 1024], 256, False, "fp32"), (False, [], 32, True, "fp32"),
 ])
-def test_auto_picks_bf16_only_on_native_bf16_and_wide_networks(monkeypatch, native, widths, expected):
+def test_auto_picks_bf16_only_on_native_bf16_and_big_updates(monkeypatch, native, widths, batch, convolutional,
+                                                              expected):
     monkeypatch.setattr(precision_module, "native_bf16", lambda device: native)
-    assert resolve_precision("auto", torch.device("cpu"), widths) == expected
-    assert resolve_precision("fp32", torch.device("cpu"), widths) == "fp32"
-    assert resolve_precision("bf16", torch.device("cpu"), widths) == "bf16"
+    assert (AUTO_MIN_BATCH, AUTO_MIN_WIDTH) == (256, 256)
+    cpu = torch.device("cpu")
+    assert resolve_precision("auto", cpu, widths, batch, convolutional) == expected
+    assert resolve_precision("fp32", cpu, widths, batch, convolutional) == "fp32"
+    assert resolve_precision("bf16", cpu, widths, batch, convolutional) == "bf16"
+
+
+def test_policies_resolve_auto_from_their_own_sizes(monkeypatch):
+    monkeypatch.setattr(precision_module, "native_bf16", lambda device: True)
+    assert make("sac", "auto", hidden_sizes=[256, 256], batch_size=256).precision == "bf16"
+    assert make("sac", "auto", hidden_sizes=[64, 64], batch_size=256).precision == "fp32"
+    assert make("dqn", "auto", hidden_sizes=[256, 256], batch_size=64).precision == "fp32"
+    assert make("td3", "auto", hidden_sizes=[256, 256], batch_size=256).precision == "bf16"
 
 
 def test_native_bf16_reads_the_cpu_flags(monkeypatch):
@@ -79,7 +92,7 @@ def test_native_bf16_reads_the_cpu_flags(monkeypatch):
 
 def test_dqn_auto_counts_the_image_encoder(monkeypatch):
     monkeypatch.setattr(precision_module, "native_bf16", lambda device: True)
-    cfg = EasyDict({**DQNPolicy.default_config, "hidden_sizes": [], "precision": "auto"})
+    cfg = EasyDict({**DQNPolicy.default_config, "hidden_sizes": [], "batch_size": 32, "precision": "auto"})
     images = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     policy = DQNPolicy(cfg, images, gym.spaces.Discrete(4), torch.device("cpu"))
     assert policy.precision == "bf16"  # NatureCNN's 512 features
@@ -146,7 +159,7 @@ def test_an_unknown_precision_is_refused_with_the_choices(tmp_path):
 def test_the_run_directory_records_the_precision_chosen(tmp_path, monkeypatch):
     monkeypatch.setattr(precision_module, "native_bf16", lambda device: False)
     config = {"runs_dir": str(tmp_path), "env": {"id": "Pendulum-v1"},
-              "policy": {"type": "sac", "hidden_sizes": [512], "precision": "auto"},
+              "policy": {"type": "sac", "hidden_sizes": [256], "batch_size": 256, "precision": "auto"},
               "pipeline": {"max_env_steps": 300, "learning_starts": 200, "steps_per_iteration": 100}}
     run = Path(train(config)["run_dir"])
     sessions = json.loads((run / "environment.json").read_text())["sessions"]

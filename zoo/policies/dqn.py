@@ -52,7 +52,6 @@ from .base import ActingGraph, LearnContext
 from .networks import ACTIVATIONS, build_encoder
 from .off_policy import PRECISION_FIELD, OffPolicyPolicy, soft_update
 from .optim import FlatOptimizer
-from .precision import resolve_precision
 
 _CRITERIA = {"huber": nn.SmoothL1Loss(reduction="none"), "mse": nn.MSELoss(reduction="none")}
 
@@ -141,7 +140,7 @@ class DQNPolicy(OffPolicyPolicy):
         self.n_actions = int(action_space.n)
         self.start = int(action_space.start)
         self.q = self._new_network(check_memory=True).to(self.device)
-        self.precision = resolve_precision(cfg.precision, self.device, self.network_widths())  # encoder known now
+        self.precision = self.resolve_precision(convolutional=self.q.encoder is not None)  # the encoder known now
         self.target_syncs = 0  # multiples of target_update_interval (env steps) the target has stepped for
         if acting_only:
             return
@@ -163,12 +162,6 @@ class DQNPolicy(OffPolicyPolicy):
             check_parameter_memory("policy.hidden_sizes", [in_dim, *cfg.hidden_sizes], 1 if self.acting_only else 2,
                                    self.n_actions, not self.acting_only)
         return QNetwork(obs_dim, self.n_actions, list(cfg.hidden_sizes), cfg.activation, cfg.dueling, encoder)
-
-    def network_widths(self) -> list[int]:
-        """The hidden layers and, with an image encoder, its feature width (``precision: auto``)."""
-        widths = list(self.cfg.hidden_sizes)
-        encoder = self.q.encoder if hasattr(self, "q") else None
-        return widths + ([encoder.output_dim] if encoder is not None else [])
 
     # -- acting -------------------------------------------------------------------------------------------
     def epsilon(self, progress: float | None = None) -> float:

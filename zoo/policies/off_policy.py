@@ -129,11 +129,14 @@ class OffPolicyPolicy(Policy):
         self.updates = 0
         self.progress = LearnContext()
         # fp32 or bf16: what `auto` became here (recorded in the run's environment.json)
-        self.precision = resolve_precision(cfg.get("precision", "fp32"), self.device, self.network_widths())
+        self.precision = self.resolve_precision()
 
-    def network_widths(self) -> list[int]:
-        """The layer widths ``precision: auto`` judges the networks by (default: ``cfg.hidden_sizes``)."""
-        return list(self.cfg.get("hidden_sizes", []))
+    def resolve_precision(self, convolutional: bool = False) -> str:
+        """``cfg.precision`` with ``auto`` decided for these networks (``cfg.hidden_sizes``, ``cfg.batch_size``; an
+        image encoder counts as big enough): see ``zoo.policies.precision.resolve_precision``."""
+        cfg = self.cfg
+        return resolve_precision(cfg.get("precision", "fp32"), self.device, list(cfg.get("hidden_sizes", [])),
+                                 int(cfg.get("batch_size", 1)), convolutional)
 
     def environment_record(self) -> dict[str, Any]:
         return {"precision": self.precision}
