@@ -125,3 +125,38 @@ def test_the_report_tables_finished_runs_beside_published_figures_and_pending_on
     assert f"{sum(means) / 2:,.1f} +- " in row  # the mean over seeds of each seed's final evaluation
     assert "| broken |  |  |  | 0/3 | pending |" in text
     assert (docs / "benchmarks" / "tiny.png").is_file() and "![tiny](benchmarks/tiny.png)" in text
+
+
+def test_shards_split_the_runs_disjointly_and_one_report_combines_them(suite, tmp_path):
+    import fcntl
+
+    from zoo.bench import report
+    from zoo.errors import ConfigError, ZooError
+
+    runs = [runner.Run(TINY, seed, Path(f"seed_{seed}")) for seed in range(7)]
+    slices = [runner.shard_of(runs, (k, 3)) for k in (1, 2, 3)]
+    assert sorted(run.seed for part in slices for run in part) == list(range(7))  # disjoint, complete
+    assert [len(part) for part in slices] == [3, 2, 2]
+    assert runner.parse_shard("2/4") == (2, 4)
+    for bad in ("0/2", "3/2", "1", "a/b", "1/2/3"):
+        with pytest.raises(ConfigError, match="is not K/M"):
+            runner.parse_shard(bad)
+    (suite / "bench").mkdir(parents=True)
+    # shard 1 "runs on another machine" (its lock is held): shard 2 still trains its own slice ...
+    with open(suite / "bench" / ".lock-shard-1-of-2", "a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert runner.bench(["tiny"], seeds=3, runs_dir=str(suite), stream=io.StringIO(), shard=(2, 2)) == 0
+        with pytest.raises(ZooError, match="for shard 1/2"):  # ... but a second runner of shard 1 is refused
+            runner.bench(["tiny"], seeds=3, runs_dir=str(suite), shard=(1, 2))
+    trained = sorted(p.name for p in (suite / "bench" / "tiny_ppo").iterdir())
+    assert trained == ["seed_1"]
+    out = io.StringIO()
+    assert runner.bench(["tiny"], seeds=3, runs_dir=str(suite), stream=out, shard=(1, 2)) == 0
+    assert "2/2 runs finished" in out.getvalue()
+    assert sorted(p.name for p in (suite / "bench" / "tiny_ppo").iterdir()) == ["seed_0", "seed_1", "seed_2"]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = Path(report.report(["tiny"], runs_dir=str(suite), out=str(docs / "benchmarks.md"), seeds=3, reps=200,
+                              configs=tmp_path / "configs")).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| tiny_ppo "))
+    assert "| 3/3 |" in row  # one table from both shards' runs

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
-from .errors import REFUSED_WRITES, ZooError, first_line, refused_write
+from .errors import REFUSED_WRITES, ConfigError, ZooError, first_line, refused_write
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     benching.add_argument("--runs-dir", default="runs", help="runs go to RUNS_DIR/bench/<entry>/seed_<k>")
     benching.add_argument("--report", metavar="FILE.md", default=None,
                           help="train nothing: write the suites' table from their finished runs (docs/benchmarks.md)")
+    benching.add_argument("--shard", metavar="K/M", default=None,
+                          help="train only the K-th of M disjoint slices of the runs (one per machine, e.g. a SLURM "
+                               "array task, into one shared --runs-dir); --report combines them")
     benching.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     from .tune import add_parser as add_tune_parser  # light: optuna is imported only when a study runs
@@ -316,13 +319,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return export_main(args)
         if args.command == "bench":
             if args.report is not None:
+                if args.shard is not None:
+                    raise ConfigError("--report reads every finished run, whichever shard trained it: drop --shard")
                 from .bench.report import report
 
                 print(f"wrote {report(list(args.suites), args.runs_dir, args.report, args.seeds)}")
                 return 0
-            from .bench.runner import bench
+            from .bench.runner import bench, parse_shard
 
-            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir)
+            shard = None if args.shard is None else parse_shard(args.shard)
+            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir, shard=shard)
         if args.command == "config":
             from .describe import describe
 

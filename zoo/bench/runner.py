@@ -24,7 +24,8 @@ name, never trained into, evaluated or removed.
 A progress line says how many runs are done, running and left, and an estimate of the time left (each entry's
 measured wall time per seed once one has finished, its declared estimate before). A run that fails is reported by
 name with its last error line at the end and does not stop the others (exit code 1 then). Ctrl-C or SIGTERM stop
-the children (which save) and the runner exits with 128 + the signal; one runner at a time owns the bench folder.
+the children (which save) and the runner exits with 128 + the signal; one runner at a time owns the bench folder
+(or, with ``shard``, its slice of it: M runners on M machines can share one runs directory, see ``bench``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, 
 from .suites import SUITES, Entry
 
 __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "bench", "configs_dir", "entries_of",
-           "plan", "read_final_returns"]
+           "parse_shard", "plan", "read_final_returns", "shard_of"]
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -221,27 +222,54 @@ class Bench:
         return [run for run in self.runs if run.error is not None]
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/M"`` -> ``(K, M)`` with ``1 <= K <= M``; ConfigError (one line, with an example) otherwise."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        index, count = 0, 0
+    if not 1 <= index <= count:
+        raise ConfigError(f"--shard '{text}' is not K/M with 1 <= K <= M: e.g. --shard 2/4 trains the 2nd of 4 "
+                          "disjoint slices")
+    return index, count
+
+
+def shard_of(runs: list[Run], shard: tuple[int, int] | None) -> list[Run]:
+    """The K-th of M disjoint slices of ``runs`` (every M-th run from the K-th: each slice mixes entries and
+    seeds, so slices take about as long); all of them for no shard. The M slices together are ``runs``."""
+    if shard is None:
+        return runs
+    index, count = shard
+    return runs[index - 1::count]
+
+
 def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "runs",
-          stream: IO[str] | None = None, configs: str | Path | None = None) -> int:
+          stream: IO[str] | None = None, configs: str | Path | None = None,
+          shard: tuple[int, int] | None = None) -> int:
     """Run ``seeds`` seeds (0 .. seeds-1) of every entry of ``suites``; the exit code (0 all done, 1 a run
     failed, 128 + N after signal N). ``configs``: the folder of the suites' config files (default
-    ``configs_dir``)."""
+    ``configs_dir``). ``shard=(K, M)``: only the K-th of M disjoint slices (``shard_of``), so that M runners --
+    on as many machines, into one shared ``runs_dir`` -- train a suite together; each slice has its own lock, and
+    ``--report`` reads whatever has finished, whichever runner trained it."""
     if seeds < 1 or jobs < 1:
         raise ConfigError(f"--seeds and --jobs must be at least 1, got {seeds} and {jobs}")
     entries = entries_of(suites)
     configs = Path(configs) if configs is not None else configs_dir(entries)
     root = Path(runs_dir) / "bench"
     root.mkdir(parents=True, exist_ok=True)
-    lock = open(root / ".lock", "a+")  # noqa: SIM115 - held for the whole bench
+    lock_name = ".lock" if shard is None else f".lock-shard-{shard[0]}-of-{shard[1]}"
+    lock = open(root / lock_name, "a+")  # noqa: SIM115 - held for the whole bench
     try:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         lock.close()
-        raise ZooError(f"another zoo bench is running in '{root}': wait for it, or use another --runs-dir") from None
+        which = "" if shard is None else f" for shard {shard[0]}/{shard[1]}"
+        raise ZooError(f"another zoo bench is running in '{root}'{which}: wait for it, or use another --runs-dir"
+                       ) from None
     try:
         # Seed-major: the entries a suite compares (SAC and SAC-ACE, say) finish their seeds side by side.
         runs = [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(seeds) for entry in entries]
-        runner = Bench(runs, jobs, stream, configs)
+        runner = Bench(shard_of(runs, shard), jobs, stream, configs)
         failed = runner.run()
     finally:
         lock.close()
