@@ -160,3 +160,68 @@ def test_shards_split_the_runs_disjointly_and_one_report_combines_them(suite, tm
                               configs=tmp_path / "configs")).read_text()
     row = next(line for line in text.splitlines() if line.startswith("| tiny_ppo "))
     assert "| 3/3 |" in row  # one table from both shards' runs
+
+
+def test_results_kept_as_data_regenerate_the_report_without_run_directories(suite, tmp_path):
+    import gzip
+    import shutil
+
+    from zoo.bench import report
+    from zoo.bench.results import compressed
+
+    results = tmp_path / "results"
+    assert runner.bench(["tiny"], seeds=2, runs_dir=str(suite), stream=io.StringIO(), results=results) == 0
+    for seed in (0, 1):
+        run, kept = suite / "bench" / "tiny_ppo" / f"seed_{seed}", results / "tiny_ppo" / f"seed_{seed}"
+        assert sorted(p.name for p in kept.iterdir()) == ["config.yaml", "environment.json", "final_eval.json",
+                                                          "metrics.jsonl.gz"]
+        assert gzip.decompress((kept / "metrics.jsonl.gz").read_bytes()) == (run / "metrics.jsonl").read_bytes()
+        assert (kept / "final_eval.json").read_bytes() == (run / "final_eval.json").read_bytes()
+    assert compressed(b"rows\n") == compressed(b"rows\n")  # the same rows, the same bytes: commits stay quiet
+    docs = tmp_path / "docs"
+    docs.mkdir()
+
+    def table(**where) -> list[str]:
+        text = Path(report.report(["tiny"], out=str(docs / "benchmarks.md"), seeds=2, reps=200,
+                                  configs=tmp_path / "configs", **where)).read_text()
+        return text.splitlines()
+
+    from_runs = table(runs_dir=str(suite))
+    shutil.rmtree(suite)  # a fresh clone: no run directory at all
+    from_results = table(results=results)
+    assert from_results[3:] == from_runs[3:] and "| 2/2 |" in "\n".join(from_results)  # all but the header line
+    assert table(results=results) == from_results  # the same results, the same file
+    # a run evaluated before the results folder existed is kept on the next start, without training
+    other = tmp_path / "later"
+    assert runner.bench(["tiny"], seeds=1, runs_dir=str(tmp_path / "runs2"), stream=io.StringIO()) == 0
+    out = io.StringIO()
+    assert runner.bench(["tiny"], seeds=1, runs_dir=str(tmp_path / "runs2"), stream=out, results=other) == 0
+    assert (other / "tiny_ppo" / "seed_0" / "final_eval.json").is_file() and "1/1 runs finished" in out.getvalue()
+
+
+def test_a_damaged_kept_metrics_file_is_one_line(tmp_path):
+    from zoo.errors import ZooError
+    from zoo.run.view import RunView
+
+    kept = tmp_path / "seed_0"
+    kept.mkdir()
+    (kept / "config.yaml").write_text("seed: 0\n")
+    (kept / "metrics.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(ZooError, match="not a readable gzip file"):
+        _ = RunView(kept).rows
+
+
+def test_a_kept_metrics_file_that_decompresses_too_far_is_refused(tmp_path, monkeypatch):
+    from zoo.bench.results import compressed
+    from zoo.errors import ZooError
+    from zoo.run import metrics_files
+    from zoo.run.view import RunView
+
+    monkeypatch.setattr(metrics_files, "MAX_DECOMPRESSED_BYTES", 1000)
+    kept = tmp_path / "seed_0"
+    kept.mkdir()
+    (kept / "metrics.jsonl.gz").write_bytes(compressed(b'{"iteration": 1}\n' * 100))  # 1,700 bytes inflated
+    with pytest.raises(ZooError, match="decompresses to more than"):
+        _ = RunView(kept).rows
+    (kept / "metrics.jsonl.gz").write_bytes(compressed(b'{"iteration": 1}\n' * 10))
+    assert RunView(kept).rows == [{"iteration": 1}] * 10

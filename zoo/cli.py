@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     benching.add_argument("--runs-dir", default="runs", help="runs go to RUNS_DIR/bench/<entry>/seed_<k>")
     benching.add_argument("--report", metavar="FILE.md", default=None,
                           help="train nothing: write the suites' table from their finished runs (docs/benchmarks.md)")
+    benching.add_argument("--results", metavar="DIR", default=None,
+                          help="keep each evaluated run's small files in DIR/<entry>/seed_<k>/ (to commit); with "
+                               "--report: read the table from DIR instead of run directories")
     benching.add_argument("--shard", metavar="K/M", default=None,
                           help="train only the K-th of M disjoint slices of the runs (one per machine, e.g. a SLURM "
                                "array task, into one shared --runs-dir); --report combines them")
@@ -323,12 +326,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise ConfigError("--report reads every finished run, whichever shard trained it: drop --shard")
                 from .bench.report import report
 
-                print(f"wrote {report(list(args.suites), args.runs_dir, args.report, args.seeds)}")
+                written = report(list(args.suites), args.runs_dir, args.report, args.seeds, results=args.results)
+                print(f"wrote {written}")
                 return 0
             from .bench.runner import bench, parse_shard
 
             shard = None if args.shard is None else parse_shard(args.shard)
-            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir, shard=shard)
+            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir, shard=shard, results=args.results)
         if args.command == "config":
             from .describe import describe
 

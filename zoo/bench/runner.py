@@ -44,6 +44,7 @@ from ..lifetime import exit_cause
 from ..run.children import RELEASE_WAIT_S, ChildRuns, Ended, wait_for_release
 from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE, lock_owner
 from ..run.view import RunView
+from .results import is_kept, keep, kept_path
 from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, read_final_returns
 from .suites import SUITES, Entry
 
@@ -127,8 +128,9 @@ class Bench:
     """Runs ``runs`` ``jobs`` at a time (see the module docstring); ``run()`` returns the failed ones."""
 
     def __init__(self, runs: list[Run], jobs: int, stream: IO[str] | None = None, configs: Path | None = None,
-                 release_wait_s: float = RELEASE_WAIT_S) -> None:
+                 release_wait_s: float = RELEASE_WAIT_S, results: Path | None = None) -> None:
         self.runs, self.jobs = runs, jobs
+        self.results = results  # where each evaluated run's small files are kept (zoo.bench.results), or None
         self.stream = stream or sys.stderr
         self.configs = configs if configs is not None else configs_dir([run.entry for run in runs])
         self.release_wait_s = release_wait_s
@@ -187,9 +189,18 @@ class Bench:
         elif ended.args[3] == "eval":
             try:
                 read_final_returns(run.path)
+                self._keep(run)
             except ZooError as exc:
                 run.error = str(exc)
         return True
+
+    def _keep(self, run: Run) -> None:
+        """Keep an evaluated run's small files in the results folder (once: unchanged ones are not rewritten)."""
+        if self.results is None:
+            return
+        destination = kept_path(self.results, run.entry.name, run.seed)
+        if not is_kept(run.path, destination):
+            keep(run.path, destination)
 
     def run(self) -> list[Run]:
         """Do what is left of every run; the runs that failed (with ``error``)."""
@@ -199,6 +210,12 @@ class Bench:
             for run in self.runs:
                 if self.signal is None:
                     self._plan(run, deadline)
+            for run in self.runs:  # evaluated before (perhaps before the first --results): kept now
+                if not run.steps and run.error is None and self.signal is None:
+                    try:
+                        self._keep(run)
+                    except ZooError as exc:
+                        run.error = str(exc)
             pending = [run for run in self.runs if run.steps and run.error is None]
             if self.signal is not None:
                 pending = []
@@ -245,12 +262,13 @@ def shard_of(runs: list[Run], shard: tuple[int, int] | None) -> list[Run]:
 
 def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "runs",
           stream: IO[str] | None = None, configs: str | Path | None = None,
-          shard: tuple[int, int] | None = None) -> int:
+          shard: tuple[int, int] | None = None, results: str | Path | None = None) -> int:
     """Run ``seeds`` seeds (0 .. seeds-1) of every entry of ``suites``; the exit code (0 all done, 1 a run
     failed, 128 + N after signal N). ``configs``: the folder of the suites' config files (default
     ``configs_dir``). ``shard=(K, M)``: only the K-th of M disjoint slices (``shard_of``), so that M runners --
     on as many machines, into one shared ``runs_dir`` -- train a suite together; each slice has its own lock, and
-    ``--report`` reads whatever has finished, whichever runner trained it."""
+    ``--report`` reads whatever has finished, whichever runner trained it. ``results``: a folder where each run's
+    small files are kept as soon as it is evaluated (``zoo.bench.results``), to commit."""
     if seeds < 1 or jobs < 1:
         raise ConfigError(f"--seeds and --jobs must be at least 1, got {seeds} and {jobs}")
     entries = entries_of(suites)
@@ -269,7 +287,8 @@ def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "run
     try:
         # Seed-major: the entries a suite compares (SAC and SAC-ACE, say) finish their seeds side by side.
         runs = [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(seeds) for entry in entries]
-        runner = Bench(shard_of(runs, shard), jobs, stream, configs)
+        runner = Bench(shard_of(runs, shard), jobs, stream, configs,
+                       results=Path(results) if results is not None else None)
         failed = runner.run()
     finally:
         lock.close()

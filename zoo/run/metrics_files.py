@@ -23,6 +23,10 @@ from ..errors import RunDirectoryError
 
 METRICS_JSONL = "metrics.jsonl"
 METRICS_CSV = "metrics.csv"
+# metrics.jsonl compressed, as committed benchmark results keep it (``zoo.bench.results``); read like the plain file.
+METRICS_JSONL_GZ = "metrics.jsonl.gz"
+# A compressed metrics file is someone else's data: decompressed, it may not grow past this (a gzip bomb).
+MAX_DECOMPRESSED_BYTES = 256 << 20
 
 
 def _plain(value: Any) -> Any:
@@ -37,7 +41,7 @@ def _lines(path: Path) -> list[bytes]:
     """The complete lines of ``path`` (a last line without its newline is dropped); one line for what cannot be
     read at all."""
     try:
-        data = path.read_bytes()
+        data = _decompressed(path) if path.name.endswith(".gz") else path.read_bytes()
     except FileNotFoundError:
         return []
     except IsADirectoryError:
@@ -45,6 +49,22 @@ def _lines(path: Path) -> list[bytes]:
     except OSError as exc:
         raise RunDirectoryError(f"'{path}' cannot be read ({exc.strerror}): check its permissions") from None
     return data.split(b"\n")[:-1]
+
+
+def _decompressed(path: Path) -> bytes:
+    """The gzip file's content, at most ``MAX_DECOMPRESSED_BYTES`` (RunDirectoryError past it, or when damaged)."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as stream:
+            data = stream.read(MAX_DECOMPRESSED_BYTES + 1)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise RunDirectoryError(f"'{path}' is not a readable gzip file ({exc}): restore it from a copy") from None
+    if len(data) > MAX_DECOMPRESSED_BYTES:
+        raise RunDirectoryError(f"'{path}' decompresses to more than {MAX_DECOMPRESSED_BYTES >> 20} MiB: not a "
+                                "metrics file zoo wrote")
+    return data
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from easydict import EasyDict
 
 from ..config import load_config_file, to_plain
 from ..errors import ZooError
-from .metrics_files import METRICS_JSONL, read_rows
+from .metrics_files import METRICS_JSONL, METRICS_JSONL_GZ, read_rows
 from .run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE
 
 # What ``zoo eval --json`` writes and ``zoo bench`` keeps as a run's final evaluation.
@@ -33,8 +33,9 @@ GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 
 
 def is_run(path: Path) -> bool:
-    """Whether ``path`` looks like a run directory that has trained (config.yaml and metrics.jsonl)."""
-    return (path / CONFIG_FILE).is_file() and (path / METRICS_JSONL).is_file()
+    """Whether ``path`` looks like a run directory that has trained (config.yaml and metrics.jsonl), or the results
+    kept of one (``zoo.bench.results``: config.yaml and metrics.jsonl.gz)."""
+    return (path / CONFIG_FILE).is_file() and ((path / METRICS_JSONL).is_file() or (path / METRICS_JSONL_GZ).is_file())
 
 
 def find_runs(patterns: list[str]) -> list[Path]:
@@ -111,8 +112,11 @@ class RunView:
 
     @functools.cached_property
     def rows(self) -> list[dict[str, Any]]:
-        """The metrics rows (``read_rows``: a damaged line is one ZooError naming it); [] before the first."""
+        """The metrics rows (``read_rows``: a damaged line is one ZooError naming it); [] before the first. A results
+        folder's metrics.jsonl.gz is read where there is no metrics.jsonl."""
         path = self.path / METRICS_JSONL
+        if not path.is_file() and (self.path / METRICS_JSONL_GZ).is_file():
+            path = self.path / METRICS_JSONL_GZ
         return read_rows(path) if path.is_file() else []
 
     def last(self, key: str) -> Any:
