@@ -44,6 +44,7 @@ from ..rl_utils import (
 from ..sizes import check_parameter_memory
 from . import numpy_actor
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
+from .gsde import StateDependentNoise
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
 
@@ -149,6 +150,13 @@ class ActorCriticPolicy(Policy):
         "entropy_coef": Field(0.0, "weight of the entropy bonus", range=(0.0, None)),
         "max_grad_norm": Field(0.5, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
         "numpy_acting": Field(True, "act and value small CPU models in numpy (faster; False: torch everywhere)"),
+        "use_sde": Field(False, "gSDE: Box actions explore by noise linear in the actor's latent features "
+                         "(zoo.policies.gsde); init_log_std is then the exploration matrix's", frozen=True),
+        "sde_sample_freq": Field(-1, "gSDE: new exploration matrices every N steps (-1: once per rollout)",
+                                 range=(-1, None)),
+        "full_std": Field(True, "gSDE: a std per latent feature and action dimension (False: per latent feature)",
+                          frozen=True),
+        "ortho_init": Field(True, "orthogonal initialisation of the layers (False: torch's default)", frozen=True),
     }
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -193,11 +201,16 @@ class ActorCriticPolicy(Policy):
         out_dim = action_output_dim(action_space)
         trunks = 1 if cfg.shared_network else 2
         check_parameter_memory("policy.hidden_sizes", [obs_dim, *hidden], trunks, out_dim, not acting_only)
+        if cfg.get("use_sde", False) and not isinstance(action_space, gym.spaces.Box):
+            raise ConfigError(f"policy.use_sde needs Box actions, not {action_space}: set policy.use_sde=false")
         self.model = ActorCritic(
-            observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std, encoder
+            observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std, encoder,
+            sde=bool(cfg.get("use_sde", False)), full_std=bool(cfg.get("full_std", True)),
+            ortho_init=bool(cfg.get("ortho_init", True)),
         ).to(self.device)
         self.discrete = self.model.discrete
         self.nvec = self.model.nvec
+        self.sde_noise = StateDependentNoise(cfg.get("sde_sample_freq", -1)) if self.model.sde else None
         self._numpy = numpy_actor.NumpyActing(self.model)  # used where numpy_acting_applies()
         # Integer actions: the env's own offsets (gymnasium's ``start``) and dtype, in the env's shape.
         start = getattr(action_space, "start", None)
@@ -235,6 +248,11 @@ class ActorCriticPolicy(Policy):
         This is the reference: small CPU models act for whole rollouts in numpy (``rollout_actor``), sampling with
         the same torch draws, so a seed gives the same actions either way.
         """
+        if self.sde_noise is not None:  # gSDE: noise linear in the latent features, one matrix per sub-env
+            output, latent = self.model.policy_and_latent(obs)
+            action = output["mu"] + self.sde_noise.noise(latent, self.model.sde_std())
+            packed = torch.cat([output["mu"], output["sigma"]], -1)
+            return CollectOutput(self._env_action(action), action, {"policy_output": packed})
         output = self.model.policy_output(obs)
         if self.nvec is not None:
             logits = multi_categorical_logits(output, self.nvec)  # (B, K, N), -inf beyond each component's size
@@ -262,6 +280,9 @@ class ActorCriticPolicy(Policy):
         """``numpy_actor.NumpyRolloutActor`` where ``numpy_acting_applies`` and it samples as this class's
         ``collect`` does (``numpy_rollout_actions``); else the default actor, which calls ``collect`` every step."""
         kind = "discrete" if self.discrete else "gaussian"
+        if self.sde_noise is not None:  # gSDE acts through collect; new matrices per rollout (sde_sample_freq -1)
+            self.sde_noise.start_rollout(self.model.sde_std(), num_envs)
+            return super().rollout_actor(steps, num_envs)
         if kind not in self.numpy_rollout_actions or not self.numpy_acting_applies():
             return super().rollout_actor(steps, num_envs)
         to_env = None if self.discrete and self._action_start is None else self._to_env  # None: raw actions as is
@@ -392,12 +413,16 @@ class ActorCriticPolicy(Policy):
         state: dict[str, Any] = {"model": self.model.state_dict()}
         if self.optimizer is not None:
             state["optimizer"] = self.optimizer.state_dict()
+        if self.sde_noise is not None:
+            state["sde_noise"] = self.sde_noise.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         if self.optimizer is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+        if self.sde_noise is not None and "sde_noise" in state:
+            self.sde_noise.load_state_dict(state["sde_noise"])
 
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
         """The actor's weights alone (trunk, policy head, log-std), detached copies."""

@@ -46,6 +46,10 @@ class ImpalaPolicy(ActorCriticPolicy):
                               range=(0.0, None)),
         "bound_mean": Field(True, "Box actions: the Gaussian mean is tanh-squashed into the action bounds"),
     }
+    # gSDE's per-sub-env exploration matrices live with a collector; IMPALA's actors act apart from the learner.
+    for _key in ("use_sde", "sde_sample_freq", "full_std"):
+        del fields[_key]
+    del _key
 
     def _bounded(self, output: Any) -> Any:
         # Without a bound, a lagging behaviour policy let the mean drift far outside the action range on

@@ -17,11 +17,13 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 _FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu}
 
 
-def mlp(sizes: list[int], activation: str) -> nn.Sequential:
-    """Linear layers between consecutive ``sizes`` with ``activation`` after each (orthogonal, gain sqrt 2)."""
+def mlp(sizes: list[int], activation: str, ortho_init: bool = True) -> nn.Sequential:
+    """Linear layers between consecutive ``sizes`` with ``activation`` after each (orthogonal, gain sqrt 2; torch's
+    default init with ``ortho_init=False``)."""
     layers: list[nn.Module] = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        layers += [orthogonal(nn.Linear(fan_in, fan_out), math.sqrt(2)), ACTIVATIONS[activation]()]
+        layer = nn.Linear(fan_in, fan_out)
+        layers += [orthogonal(layer, math.sqrt(2)) if ortho_init else layer, ACTIVATIONS[activation]()]
     return nn.Sequential(*layers)
 
 
@@ -146,7 +148,8 @@ def action_output_dim(action_space: gym.Space) -> int:
 
 
 class ActorCritic(nn.Module):
-    """Policy head (logits, or Gaussian mean with a state-independent log-std) and value head.
+    """Policy head (logits, or Gaussian mean with a state-independent log-std, or gSDE's state-dependent std) and
+    value head.
 
     ``shared=True`` uses one trunk for both heads; otherwise actor and critic have their own MLPs. An ``encoder``
     (e.g. ``NatureCNN``), when given, turns observations into features before the trunks; actor and critic share it.
@@ -166,6 +169,9 @@ class ActorCritic(nn.Module):
         shared: bool = False,
         init_log_std: float = 0.0,
         encoder: nn.Module | None = None,
+        sde: bool = False,
+        full_std: bool = True,
+        ortho_init: bool = True,
     ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -180,12 +186,20 @@ class ActorCritic(nn.Module):
             )
         out_dim = action_output_dim(action_space)
         sizes = [obs_dim, *hidden_sizes]
-        self.actor_trunk = mlp(sizes, activation)
-        self.critic_trunk = self.actor_trunk if shared else mlp(sizes, activation)
+        self.actor_trunk = mlp(sizes, activation, ortho_init)
+        self.critic_trunk = self.actor_trunk if shared else mlp(sizes, activation, ortho_init)
         last = sizes[-1]
-        self.policy_head = orthogonal(nn.Linear(last, out_dim), 0.01)
-        self.value_head = orthogonal(nn.Linear(last, 1), 1.0)
-        if not self.discrete:
+        self.policy_head = nn.Linear(last, out_dim)  # each initialised before the next is made: the same draws
+        if ortho_init:
+            orthogonal(self.policy_head, 0.01)
+        self.value_head = nn.Linear(last, 1)
+        if ortho_init:
+            orthogonal(self.value_head, 1.0)
+        # gSDE (zoo.policies.gsde): log-stds of the exploration matrix, (latent, actions) or (latent, 1) shared
+        self.sde = sde and not self.discrete
+        if self.sde:
+            self.log_std = nn.Parameter(torch.full((last, out_dim if full_std else 1), float(init_log_std)))
+        elif not self.discrete:
             self.log_std = nn.Parameter(torch.full((out_dim,), float(init_log_std)))
         self.shared = shared
         self._obs_ndim = 1 if encoder is not None else len(observation_space.shape)
@@ -224,7 +238,20 @@ class ActorCritic(nn.Module):
         out = F.linear(features, self.policy_head.weight, self.policy_head.bias)
         if self.discrete:
             return out
+        if self.sde:  # the std of mu + z @ E given s: sqrt(z^2 @ sigma^2), z the detached latent features
+            variance = torch.matmul(features.detach().square(), self.sde_std().square())
+            return {"mu": out, "sigma": torch.sqrt(variance + 1e-6)}
         return {"mu": out, "sigma": self.log_std.exp().expand_as(out)}
+
+    def sde_std(self) -> torch.Tensor:
+        """gSDE: the std of each exploration-matrix entry, (latent_dim, action_dim)."""
+        return self.log_std.exp().expand(self.log_std.shape[0], self.policy_head.out_features)
+
+    def policy_and_latent(self, obs: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """``policy_output(obs)`` and the actor's latent features (its trunk's last hidden layer): what gSDE's
+        exploration noise is a function of."""
+        latent = self._mlp(self._actor_hidden, self._features(obs))
+        return self._policy(latent), latent
 
     def _value(self, features: torch.Tensor) -> torch.Tensor:
         return F.linear(features, self.value_head.weight, self.value_head.bias).squeeze(-1)
