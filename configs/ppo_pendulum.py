@@ -1,4 +1,8 @@
-"""PPO on Pendulum-v1 (continuous). Target: 10-episode deterministic eval mean >= -250 within 300k env steps."""
+"""PPO on Pendulum-v1 (continuous). Target: 10-episode deterministic eval mean >= -250 within 300k env steps.
+
+gSDE tried on 2026-11-25 (``policy.use_sde=true``, ``sde_sample_freq=4`` as rl-zoo's PPO Pendulum, ``init_log_std=-2``),
+last evals at 300k over seeds 0-4: -361.7, -161.2, -400.4, -199.3, -158.1 (IQM -240.7) against these settings'
+-303.0, -159.6, -146.5, -199.9, -197.1 (IQM -185.5): not kept."""
 
 config = dict(
     exp_name="ppo_pendulum",
