@@ -13,14 +13,12 @@ in one line naming it (never reported), as ``zoo plot --aggregate`` refuses a da
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import ZooError
-from ..run.run_dir import ENVIRONMENT_FILE
 from ..run.view import RunView
 from .output import refused_write, write_text
 from .published import published_for
@@ -46,18 +44,6 @@ def _finished(root: Path, entry: Entry, seeds: int, configs: Path) -> list[Path]
     return finished
 
 
-def _started(run: Path) -> str | None:
-    """The date (YYYY-MM-DD) the run started, from its environment.json record (None if unreadable)."""
-    try:
-        path = run / ENVIRONMENT_FILE
-        if path.stat().st_size > 1 << 20:
-            return None
-        started = json.loads(path.read_text(encoding="utf-8"))["sessions"][0]["started"]
-        return started[:10] if isinstance(started, str) and len(started) >= 10 else None
-    except (OSError, ValueError, KeyError, IndexError, TypeError, RecursionError):
-        return None
-
-
 def _read(run: Path) -> dict[str, Any]:
     view = RunView(run)
     returns = view.final_returns()
@@ -67,7 +53,7 @@ def _read(run: Path) -> dict[str, Any]:
     return {"run": run, "final": float(np.mean(returns)), "episodes": len(returns),
             "env_steps": last.get("env_steps"), "minutes": float(last.get("wall_time", 0.0)) / 60.0,
             "env": cfg.env.id, "policy": cfg.policy.type, "budget": cfg.pipeline.max_env_steps,
-            "started": _started(run)}
+            "started": view.started}
 
 
 def _ci(values: list[float], reps: int, seed: int) -> dict[str, Any]:

@@ -250,10 +250,8 @@ class ActorCriticPolicy(Policy):
         """
         if self.sde_noise is not None:  # gSDE: noise linear in the latent features, one matrix per sub-env
             output, latent = self.model.policy_and_latent(obs)
-            action = output["mu"] + self.sde_noise.noise(latent, self.model.sde_std())
-            packed = torch.cat([output["mu"], output["sigma"]], -1)
-            return CollectOutput(self._env_action(action), action, {"policy_output": packed})
-        output = self.model.policy_output(obs)
+        else:
+            output = self.model.policy_output(obs)
         if self.nvec is not None:
             logits = multi_categorical_logits(output, self.nvec)  # (B, K, N), -inf beyond each component's size
             action = (logits - torch.empty_like(logits).exponential_().log()).argmax(-1)
@@ -263,7 +261,9 @@ class ActorCriticPolicy(Policy):
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)
             packed = output
         else:
-            action = output["mu"] + output["sigma"] * torch.randn_like(output["mu"])
+            noise = (self.sde_noise.noise(latent, self.model.sde_std()) if self.sde_noise is not None
+                     else output["sigma"] * torch.randn_like(output["mu"]))
+            action = output["mu"] + noise
             packed = torch.cat([output["mu"], output["sigma"]], -1)
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
 

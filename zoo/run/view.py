@@ -19,7 +19,7 @@ from easydict import EasyDict
 from ..config import load_config_file, to_plain
 from ..errors import ZooError
 from .metrics_files import METRICS_JSONL, METRICS_JSONL_GZ, read_rows
-from .run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE
+from .run_dir import CHECKPOINT_FILE, CONFIG_FILE, ENVIRONMENT_FILE, MODEL_FILE
 
 # What ``zoo eval --json`` writes and ``zoo bench`` keeps as a run's final evaluation.
 FINAL_EVAL_FILE = "final_eval.json"
@@ -28,6 +28,7 @@ FINAL_EVAL_EPISODES = 10
 # the statistics take over seeds and bootstrap resamples stay finite and exact enough; above it a value is damage.
 RETURN_LIMIT = 1e12
 _FINAL_EVAL_MAX_BYTES = 1 << 20  # ten returns take a few hundred bytes
+_RECORD_MAX_BYTES = 1 << 20  # environment.json: a few KB per session
 # Keys by which the runs of one config (its seeds) differ: left out of ``group_key``.
 GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 
@@ -109,6 +110,18 @@ class RunView:
     def config(self) -> EasyDict:
         """config.yaml, read as data (a ZooError line when it is missing or damaged)."""
         return load_config_file(self.path / CONFIG_FILE)
+
+    @functools.cached_property
+    def started(self) -> str | None:
+        """The date (YYYY-MM-DD) the run's first session started, from environment.json (None if unreadable)."""
+        try:
+            path = self.path / ENVIRONMENT_FILE
+            if path.stat().st_size > _RECORD_MAX_BYTES:
+                return None
+            started = json.loads(path.read_text(encoding="utf-8"))["sessions"][0]["started"]
+            return started[:10] if isinstance(started, str) and len(started) >= 10 else None
+        except (OSError, ValueError, KeyError, IndexError, TypeError, RecursionError):
+            return None
 
     @functools.cached_property
     def rows(self) -> list[dict[str, Any]]:
