@@ -1,0 +1,57 @@
+"""The committed benchmark table is data, not prose: docs/benchmarks.md is exactly what
+``zoo bench classic hl_gauss ace mujoco --report docs/benchmarks.md --results benchmarks/results`` writes from the
+committed results (benchmarks/results/<entry>/seed_<k>/), on a clone with no run directory at all.
+
+Fails when someone edits the table by hand, commits results without regenerating it, changes a suite's config
+under its committed runs (the report refuses a run of another config), or changes how the report reads them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from zoo.bench.report import report
+from zoo.bench.suites import SUITES
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+TABLE = REPO / "docs" / "benchmarks.md"
+# The suites in the order of the command that wrote the committed table (its header names it).
+REPORTED = ["classic", "hl_gauss", "ace", "mujoco"]
+COMMAND = f"zoo bench {' '.join(REPORTED)} --report docs/benchmarks.md --results benchmarks/results"
+
+
+def test_the_committed_table_says_how_it_was_made():
+    assert f"`{COMMAND}`" in TABLE.read_text().splitlines()[2]
+
+
+def test_the_committed_table_is_its_regeneration_from_the_committed_results(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")  # the figures' links are part of the text (dev installs it)
+    # A clone's layout with the same relative paths as the command, the results read in place.
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "results").symlink_to(RESULTS, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    written = report(REPORTED, out="docs/benchmarks.md", results="benchmarks/results", configs=REPO / "configs")
+    assert Path(written).read_text() == TABLE.read_text(), (
+        "docs/benchmarks.md is not what the committed results give: run `" + COMMAND + "` from the repository root")
+
+
+def test_every_committed_result_is_whole_and_of_a_suite_entry():
+    entries = {entry.name for suite in SUITES.values() for entry in suite}
+    kept = sorted(RESULTS.glob("*/seed_*"))
+    assert kept, "no committed results under benchmarks/results"
+    for folder in kept:
+        assert folder.parent.name in entries, f"{folder} is not an entry of a suite"
+        names = sorted(p.name for p in folder.iterdir())
+        assert names == ["config.yaml", "environment.json", "final_eval.json", "metrics.jsonl.gz"], folder
+        final = json.loads((folder / "final_eval.json").read_text())
+        assert len(final["returns"]) == 10, folder  # the bench's final evaluation: 10 deterministic episodes
+        rows = [json.loads(line) for line in gzip.decompress((folder / "metrics.jsonl.gz").read_bytes()).splitlines()]
+        config_budget = next(line for line in (folder / "config.yaml").read_text().splitlines()
+                             if line.strip().startswith("max_env_steps:"))
+        assert rows[-1]["env_steps"] >= int(config_budget.split(":")[1]), folder  # the whole budget was trained
