@@ -9,9 +9,10 @@ here alone). Measured 2026-11-25, final model at 1M, 10 deterministic episodes (
 1.5e-3 with 0.95: -183.4; 5e-4: about -1000 (still learning at 1M); 1e-3 with log-std starting at -1: -606.5;
 unrolls of 32 steps: about -960. Without an entropy bonus, 2e-3 lost seed 4 twice (-702.3 in the bench, -1082.7
 again: the Gaussian's entropy fell below 0 while training returns stayed near -750); with 0.01, seeds 0-4: -166.1,
--204.8, -162.5, -129.5, -188.7 (0.001: -205.1, -177.6, -164.1, -141.2, -158.8, its entropy falling to 0.2). With a longer queue (16 slots, lag 3-17) or one unroll per update (lag 3) the
-Gaussian mean ran far outside the action bounds and every run stayed near -1500: V-trace's clipped importance
-weights do not save an actor-critic from a lag this large on Pendulum (see the README)."""
+-204.8, -162.5, -129.5, -188.7 (0.001: -205.1, -177.6, -164.1, -141.2, -158.8, its entropy falling to 0.2); the
+bench's five seeds: IQM -162.0 [-182.1, -138.7]. With a longer queue (16 slots, lag 3-17) or one unroll per update
+(lag 3) the Gaussian mean ran far outside the action bounds and every run stayed near -1500: V-trace's clipped
+importance weights do not save an actor-critic from a lag this large on Pendulum (see the README)."""
 
 config = dict(
     exp_name="impala_pendulum",
