@@ -29,7 +29,7 @@ from .suites import SUITES, Entry
 
 # The comparisons the suites were built for: (suite, entry, baseline entry).
 COMPARISONS = (("ace", "sac_ace_hopper", "sac_hopper"), ("mujoco", "sac_ace_halfcheetah", "sac_halfcheetah"),
-               ("hl_gauss", "sac_hl_gauss_pendulum", "sac_mse_pendulum"))
+               ("hl_gauss", "sac_hl_gauss_pendulum", "sac_pendulum"))
 
 
 def _finished(root: Path, entry: Entry, seeds: int, configs: Path) -> list[Path]:
