@@ -123,7 +123,7 @@ def test_the_report_tables_finished_runs_beside_published_figures_and_pending_on
     finals = [json.loads((suite / "bench" / "tiny_ppo" / f"seed_{s}" / "final_eval.json").read_text()) for s in (0, 1)]
     means = [sum(f["returns"]) / len(f["returns"]) for f in finals]
     assert f"{sum(means) / 2:,.1f} +- " in row  # the mean over seeds of each seed's final evaluation
-    assert "| broken |  |  |  | 0/3 | pending |" in text
+    assert "| broken | NoSuchEnv-v9 | ppo | 2,048 | 0/3 | pending |  |  | none found |" in text  # what it will train
     assert (docs / "benchmarks" / "tiny.png").is_file() and "![tiny](benchmarks/tiny.png)" in text
 
 
@@ -225,3 +225,59 @@ def test_a_kept_metrics_file_that_decompresses_too_far_is_refused(tmp_path, monk
         _ = RunView(kept).rows
     (kept / "metrics.jsonl.gz").write_bytes(compressed(b'{"iteration": 1}\n' * 10))
     assert RunView(kept).rows == [{"iteration": 1}] * 10
+
+
+def test_a_new_runs_directory_goes_on_from_the_kept_results(suite, tmp_path):
+    import shutil
+
+    results = tmp_path / "results"
+    assert runner.bench(["tiny"], seeds=2, runs_dir=str(suite), stream=io.StringIO(), results=results) == 0
+    kept = [results / "tiny_ppo" / f"seed_{seed}" for seed in range(3)]
+    first = [(k / "final_eval.json").read_bytes() for k in kept[:2]]
+    shutil.rmtree(suite)  # the runs directory laid anew; the results were committed
+    out = io.StringIO()
+    assert runner.bench(["tiny"], seeds=3, runs_dir=str(suite), stream=out, results=results) == 0
+    assert out.getvalue().splitlines()[0].startswith("zoo bench: 2/3 runs finished, 0 running, 1 waiting")
+    assert sorted(p.name for p in (suite / "bench" / "tiny_ppo").iterdir()) == ["seed_2"]  # only the new seed
+    assert [(k / "final_eval.json").read_bytes() for k in kept[:2]] == first
+    assert (kept[2] / "final_eval.json").is_file()
+    # kept files that are not the entry's finished run train again and are replaced once evaluated
+    shutil.rmtree(suite)
+    config = kept[0] / "config.yaml"
+    config.write_text(config.read_text().replace("epochs: 1", "epochs: 2"))  # a config changed since
+    (kept[1] / "final_eval.json").write_text('{"returns": [1.0]}')  # damaged: 1 episode, not 10
+    (kept[2] / "metrics.jsonl.gz").unlink()
+    out = io.StringIO()
+    assert runner.bench(["tiny"], seeds=3, runs_dir=str(suite), stream=out, results=results) == 0
+    said = out.getvalue()
+    assert "tiny_ppo/seed_0 trains again: " in said and "policy.epochs is 2 there, 1 for the entry" in said
+    assert "tiny_ppo/seed_1 trains again: " in said and "not a final evaluation of 10 episodes" in said
+    assert "tiny_ppo/seed_2 trains again: " in said and "has no metrics.jsonl.gz" in said
+    assert "0/3 runs finished" in said and "3/3 runs finished" in said
+    assert sorted(p.name for p in (suite / "bench" / "tiny_ppo").iterdir()) == ["seed_0", "seed_1", "seed_2"]
+    assert "epochs: 1" in config.read_text() and len(_final(kept[1])["returns"]) == 10
+    assert (kept[2] / "metrics.jsonl.gz").is_file()
+    # without --results nothing is taken from anywhere else: a fresh runs directory trains every seed
+    assert runner.bench(["tiny"], seeds=1, runs_dir=str(tmp_path / "fresh"), stream=io.StringIO()) == 0
+    assert (tmp_path / "fresh" / "bench" / "tiny_ppo" / "seed_0" / "final_eval.json").is_file()
+
+
+def test_entries_pick_what_trains_and_a_name_that_is_no_entry_is_one_line(suite, tmp_path):
+    from zoo.errors import ConfigError
+
+    out = io.StringIO()
+    assert runner.bench(["tiny_broken"], seeds=1, runs_dir=str(suite), stream=out, only=["tiny_ppo"]) == 0
+    assert "1/1 runs finished" in out.getvalue() and not (suite / "bench" / "broken").exists()
+    entries = runner.entries_of(["mujoco"])
+    picked = runner.pick_entries(entries, ["td3_hopper", "ppo_hopper"], ["mujoco"])
+    assert [e.name for e in picked] == ["ppo_hopper", "td3_hopper"]  # the suites' order, not the names'
+    assert runner.pick_entries(entries, None, ["mujoco"]) == entries
+    with pytest.raises(ConfigError, match=r"--entries: 'sac_hoper' is not an entry of mujoco: did you mean "
+                                          r"'sac_hopper'\?"):
+        runner.pick_entries(entries, ["sac_hoper"], ["mujoco"])
+    with pytest.raises(ConfigError, match="'cartpole' is not an entry of ace: choose from sac_hopper, "):
+        runner.pick_entries(runner.entries_of(["ace"]), ["cartpole"], ["ace"])
+    done = subprocess.run([sys.executable, "-m", "zoo", "bench", "ace", "--report", str(tmp_path / "b.md"),
+                           "--entries", "sac_hopper"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "drop --entries" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "b.md").exists()

@@ -101,6 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     benching.add_argument("--shard", metavar="K/M", default=None,
                           help="train only the K-th of M disjoint slices of the runs (one per machine, e.g. a SLURM "
                                "array task, into one shared --runs-dir); --report combines them")
+    benching.add_argument("--entries", nargs="+", metavar="ENTRY", default=None,
+                          help="train only these entries of the suites (e.g. sac_hopper td3_hopper), to choose "
+                               "what finishes first")
     benching.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     from .tune import add_parser as add_tune_parser  # light: optuna is imported only when a study runs
@@ -322,8 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return export_main(args)
         if args.command == "bench":
             if args.report is not None:
-                if args.shard is not None:
-                    raise ConfigError("--report reads every finished run, whichever shard trained it: drop --shard")
+                if args.shard is not None or args.entries is not None:
+                    dropped = "--shard" if args.shard is not None else "--entries"
+                    raise ConfigError(f"--report tables whole suites from every finished run, whichever runner "
+                                      f"trained it: drop {dropped}")
                 from .bench.report import report
 
                 written = report(list(args.suites), args.runs_dir, args.report, args.seeds, results=args.results)
@@ -332,7 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .bench.runner import bench, parse_shard
 
             shard = None if args.shard is None else parse_shard(args.shard)
-            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir, shard=shard, results=args.results)
+            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir, shard=shard, results=args.results,
+                         only=args.entries)
         if args.command == "config":
             from .describe import describe
 

@@ -18,11 +18,13 @@ import gzip
 import io
 from pathlib import Path
 
+from ..errors import ZooError
 from ..run.metrics_files import METRICS_JSONL, METRICS_JSONL_GZ
 from ..run.run_dir import CONFIG_FILE, ENVIRONMENT_FILE
 from ..run.state_files import atomic_write_bytes
 from .output import refused_write
-from .runs import FINAL_EVAL_FILE, read_final_returns
+from .runs import FINAL_EVAL_FILE, config_difference, read_final_returns
+from .suites import Entry
 
 KEPT_FILES = (CONFIG_FILE, ENVIRONMENT_FILE, FINAL_EVAL_FILE)
 
@@ -55,7 +57,24 @@ def kept_path(results: Path, entry: str, seed: int) -> Path:
 
 
 def is_kept(run: Path, destination: Path) -> bool:
-    """Whether ``destination`` already holds ``run``'s final evaluation (same bytes): nothing to copy again."""
-    kept = destination / FINAL_EVAL_FILE
-    return kept.is_file() and (destination / METRICS_JSONL_GZ).is_file() and (
-        kept.read_bytes() == (run / FINAL_EVAL_FILE).read_bytes())
+    """Whether ``destination`` already holds ``run``'s final evaluation and config (same bytes), and metrics: nothing
+    to copy again (a run trained again over kept files of another config may evaluate to the same bytes)."""
+    return (destination / METRICS_JSONL_GZ).is_file() and all(
+        (destination / name).is_file() and (destination / name).read_bytes() == (run / name).read_bytes()
+        for name in (FINAL_EVAL_FILE, CONFIG_FILE))
+
+
+def finished_kept(kept: Path, entry: Entry, seed: int, configs: Path) -> str | None:
+    """None when the folder ``kept`` holds ``entry``'s seed ``seed`` finished (its metrics, a sound final evaluation,
+    and the config.yaml ``zoo bench`` trains that seed with, resolved from ``configs``); otherwise why not: "" when
+    nothing is kept there, else one line (a run of another config, a damaged file)."""
+    if not (kept / FINAL_EVAL_FILE).is_file():
+        return ""
+    if not (kept / METRICS_JSONL_GZ).is_file():
+        return f"'{kept}' has no {METRICS_JSONL_GZ}"
+    try:
+        read_final_returns(kept)
+        difference = config_difference(kept, entry, seed, configs)
+    except ZooError as exc:
+        return str(exc).split(": move it away")[0].split("; delete it")[0]
+    return None if difference is None else f"'{kept}' holds a run of another config ({difference})"

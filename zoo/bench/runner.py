@@ -14,7 +14,10 @@ children of the killed runner to let go of their run directories, then looks at 
 - a checkpoint but no final model (stopped during training): ``zoo run --resume``;
 - a final model but no ``final_eval.json``: the final evaluation alone (10 deterministic episodes, ``zoo eval``'s
   default seed, whose stream is disjoint from the training envs' and the periodic evaluations');
-- ``final_eval.json`` (checked: ``zoo.bench.runs.read_final_returns``): finished, skipped.
+- ``final_eval.json`` (checked: ``zoo.bench.runs.read_final_returns``): finished, skipped;
+- no directory, but the results folder (``--results``) keeps the seed's files, of the entry's config as resolved
+  here: finished, skipped (a campaign goes on from its committed results in a new runs directory). Kept files of
+  another config (one changed since) or damaged ones are trained again, and replaced once evaluated.
 
 A directory that holds a run of another config or seed (replaced, copied: its config.yaml against the entry's config
 and overrides as resolved here, ``zoo.bench.runs.check_own``), other files without a config.yaml, a damaged
@@ -30,6 +33,7 @@ the children (which save) and the runner exits with 128 + the signal; one runner
 
 from __future__ import annotations
 
+import difflib
 import fcntl
 import shutil
 import signal
@@ -44,12 +48,12 @@ from ..lifetime import exit_cause
 from ..run.children import RELEASE_WAIT_S, ChildRuns, Ended, wait_for_release
 from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE, lock_owner
 from ..run.view import RunView
-from .results import is_kept, keep, kept_path
+from .results import finished_kept, is_kept, keep, kept_path
 from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, read_final_returns
 from .suites import SUITES, Entry
 
 __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "bench", "configs_dir", "entries_of",
-           "parse_shard", "plan", "read_final_returns", "shard_of"]
+           "parse_shard", "pick_entries", "plan", "read_final_returns", "shard_of"]
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -65,6 +69,20 @@ def entries_of(suites: list[str]) -> list[Entry]:
     return list(found.values())
 
 
+def pick_entries(entries: list[Entry], names: list[str] | None, suites: list[str]) -> list[Entry]:
+    """The ``entries`` named in ``names`` (all of them for None), in the suites' order; one line for a name that is
+    no entry of ``suites``."""
+    if names is None:
+        return entries
+    known = [entry.name for entry in entries]
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else f"choose from {', '.join(known)}"
+            raise ConfigError(f"--entries: '{name}' is not an entry of {' '.join(suites)}: {hint}")
+    return [entry for entry in entries if entry.name in names]
+
+
 @dataclass
 class Run:
     """One entry and seed: where its run directory is and what is left to do for it."""
@@ -75,6 +93,7 @@ class Run:
     error: str | None = None
     started: float = 0.0
     steps: list[list[str]] = field(default_factory=list)
+    kept_at: Path | None = None  # finished in the results folder alone (no run directory here)
 
     @property
     def label(self) -> str:
@@ -118,7 +137,7 @@ def _error_line(ended: Ended) -> str:
 def _minutes(run: Run) -> float | None:
     # The measured training time of a finished run (its last metrics row), for the ETA.
     try:
-        rows = RunView(run.path).rows
+        rows = RunView(run.kept_at or run.path).rows
         return float(rows[-1]["wall_time"]) / 60.0 if rows else None
     except (ZooError, ValueError, KeyError, TypeError):
         return None
@@ -141,7 +160,7 @@ class Bench:
     def _eta_minutes(self, pending: list[Run]) -> float:
         measured: dict[str, list[float]] = {}
         for run in self.runs:
-            if (run.path / FINAL_EVAL_FILE).is_file() and (minutes := _minutes(run)) is not None:
+            if ((run.kept_at or run.path) / FINAL_EVAL_FILE).is_file() and (minutes := _minutes(run)) is not None:
                 measured.setdefault(run.entry.name, []).append(minutes)
         left = [run for run in pending] + list(self.active.values())
         total = sum(sum(measured[r.entry.name]) / len(measured[r.entry.name]) if r.entry.name in measured
@@ -169,10 +188,25 @@ class Bench:
                 run.error = (f"'{run.path}' is in use by another zoo process (pid {lock_owner(run.path) or '?'}) "
                              f"after waiting {self.release_wait_s:.0f} s: stop it, then run zoo bench again")
             return
+        if self._finished_in_results(run):
+            return
         try:
             run.steps = plan(run, self.configs)
         except ZooError as exc:
             run.error = str(exc)
+
+    def _finished_in_results(self, run: Run) -> bool:
+        """Whether ``run`` has no directory here but is finished in the results folder (then ``kept_at``)."""
+        if self.results is None or run.path.exists() or run.path.is_symlink():
+            return False
+        kept = kept_path(self.results, run.entry.name, run.seed)
+        problem = finished_kept(kept, run.entry, run.seed, self.configs)
+        if problem is None:
+            run.kept_at = kept
+            return True
+        if problem:  # kept files there, but not this entry's finished run: say why it trains again
+            print(f"zoo bench: {run.label} trains again: {problem}", file=self.stream, flush=True)
+        return False
 
     def _ended(self, ended: Ended, run: Run) -> bool:
         """Take in a child that ended; True when ``run`` is done (finished or failed), False when it goes on."""
@@ -211,7 +245,7 @@ class Bench:
                 if self.signal is None:
                     self._plan(run, deadline)
             for run in self.runs:  # evaluated before (perhaps before the first --results): kept now
-                if not run.steps and run.error is None and self.signal is None:
+                if not run.steps and run.error is None and run.kept_at is None and self.signal is None:
                     try:
                         self._keep(run)
                     except ZooError as exc:
@@ -262,16 +296,19 @@ def shard_of(runs: list[Run], shard: tuple[int, int] | None) -> list[Run]:
 
 def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "runs",
           stream: IO[str] | None = None, configs: str | Path | None = None,
-          shard: tuple[int, int] | None = None, results: str | Path | None = None) -> int:
+          shard: tuple[int, int] | None = None, results: str | Path | None = None,
+          only: list[str] | None = None) -> int:
     """Run ``seeds`` seeds (0 .. seeds-1) of every entry of ``suites``; the exit code (0 all done, 1 a run
     failed, 128 + N after signal N). ``configs``: the folder of the suites' config files (default
     ``configs_dir``). ``shard=(K, M)``: only the K-th of M disjoint slices (``shard_of``), so that M runners --
     on as many machines, into one shared ``runs_dir`` -- train a suite together; each slice has its own lock, and
     ``--report`` reads whatever has finished, whichever runner trained it. ``results``: a folder where each run's
-    small files are kept as soon as it is evaluated (``zoo.bench.results``), to commit."""
+    small files are kept as soon as it is evaluated (``zoo.bench.results``), to commit; a run with no directory
+    under ``runs_dir`` whose files are kept there, of the entry's config, counts as finished. ``only``: train
+    only these entries of the suites (``pick_entries``), in the suites' order."""
     if seeds < 1 or jobs < 1:
         raise ConfigError(f"--seeds and --jobs must be at least 1, got {seeds} and {jobs}")
-    entries = entries_of(suites)
+    entries = pick_entries(entries_of(suites), only, suites)
     configs = Path(configs) if configs is not None else configs_dir(entries)
     root = Path(runs_dir) / "bench"
     root.mkdir(parents=True, exist_ok=True)

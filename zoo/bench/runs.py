@@ -19,8 +19,8 @@ from ..run.run_dir import CONFIG_FILE
 from ..run.view import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, RETURN_LIMIT, read_final_returns
 from .suites import SUITES, Entry
 
-__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_own", "configs_dir", "expected_config",
-           "read_final_returns"]
+__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_own", "config_difference", "configs_dir",
+           "expected_config", "read_final_returns"]
 
 # What a run's config.yaml may hold differently from its entry's config: where the folder is, and the configs'
 # folder as this clone sees it.
@@ -80,9 +80,9 @@ def _difference(expected: Any, found: Any, prefix: str = "") -> str | None:
            f"for the entry"
 
 
-def check_own(path: Path, entry: Entry, seed: int, configs: Path) -> None:
-    """A ZooError naming ``path`` unless its config.yaml is the one ``zoo bench`` trains ``entry``'s seed ``seed``
-    with (a folder replaced by, or copied from, a run of another config or seed)."""
+def config_difference(path: Path, entry: Entry, seed: int, configs: Path) -> str | None:
+    """None when ``path``'s config.yaml is the one ``zoo bench`` trains ``entry``'s seed ``seed`` with, else the
+    first key that differs; a ZooError naming ``path`` when its config.yaml cannot be read."""
     from ..config import load_config_file, to_plain
 
     try:
@@ -90,7 +90,13 @@ def check_own(path: Path, entry: Entry, seed: int, configs: Path) -> None:
     except ZooError as exc:
         raise ZooError(f"'{path}' is not a run of {entry.name} seed {seed} (its config.yaml cannot be read: {exc}): "
                        f"move it away, zoo bench neither trains into nor reports it") from None
-    difference = _difference(expected_config(entry, seed, configs), found)
+    return _difference(expected_config(entry, seed, configs), found)
+
+
+def check_own(path: Path, entry: Entry, seed: int, configs: Path) -> None:
+    """A ZooError naming ``path`` unless its config.yaml is the one ``zoo bench`` trains ``entry``'s seed ``seed``
+    with (a folder replaced by, or copied from, a run of another config or seed)."""
+    difference = config_difference(path, entry, seed, configs)
     if difference is not None:
         raise ZooError(f"'{path}' holds a run of another config or seed, not {entry.name} seed {seed} ({difference}): "
                        f"move it away, zoo bench neither trains into nor reports it")
