@@ -23,12 +23,12 @@ from ..run.view import RunView
 from .output import refused_write, write_text
 from .published import published_for
 from .runner import entries_of
-from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir
+from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, expected_config
 from .stats import aggregate, iqm
 from .suites import SUITES, Entry
 
 # The comparisons the suites were built for: (suite, entry, baseline entry).
-COMPARISONS = (("ace", "sac_ace_hopper", "sac_hopper"), ("mujoco", "sac_ace_halfcheetah", "sac_halfcheetah"),
+COMPARISONS = (("ace", "sac_ace_hopper", "sac_hopper"), ("ace", "sac_ace_halfcheetah", "sac_halfcheetah"),
                ("hl_gauss", "sac_hl_gauss_pendulum", "sac_pendulum"))
 
 
@@ -129,8 +129,9 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
                 score = f"{_fmt(stats['iqm'])} [{_fmt(stats['iqm_ci'][0])}, {_fmt(stats['iqm_ci'][1])}]"
                 spread = f"{_fmt(float(np.mean(finals)))} +- {_fmt(float(np.std(finals)))}"
                 minutes = f"{np.mean([r['minutes'] for r in runs]):.1f}"
-            else:
-                env = policy = budget = None
+            else:  # what the entry will train, from its config as resolved here
+                cfg = expected_config(entry, 0, configs)
+                env, policy, budget = cfg["env"]["id"], cfg["policy"]["type"], cfg["pipeline"]["max_env_steps"]
                 score, spread, minutes = "pending", "", ""
             published = "; ".join(_published(p) for p in published_for(policy, env)
                                   if p.return_mean is not None) if env else ""

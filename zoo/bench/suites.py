@@ -8,8 +8,10 @@ training (the runner's ``final_eval.json``). Suites:
 - ``classic``: every algorithm on CartPole-v1, Acrobot-v1 where a config exists, Pendulum-v1 (the configs' own
   budgets and hyper-parameters).
 - ``mujoco``: PPO on Hopper-v5, HalfCheetah-v5 and Walker2d-v5 at 1M env steps; SAC and SAC-ACE on Hopper-v5 and
-  HalfCheetah-v5 at 200k (the ``ace`` comparison's settings). Needs ``pip install 'zoo-rl[mujoco]'``.
-- ``ace``: SAC-ACE against SAC on Hopper-v5 at 200k env steps, the same settings but ``policy.type``.
+  HalfCheetah-v5 at 200k (the ``ace`` comparison's settings); TD3 on Hopper-v5 at 200k. Needs
+  ``pip install 'zoo-rl[mujoco]'``.
+- ``ace``: SAC-ACE against SAC on Hopper-v5 and HalfCheetah-v5 at 200k env steps, the same settings but
+  ``policy.type`` (the same entries as ``mujoco``'s: each trained once).
 - ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
   steps (the sac_pendulum config, whose runs are classic's ``sac_pendulum`` entry; HL-Gauss support [-1700, 0], the
   range of Pendulum's discounted returns).
@@ -45,6 +47,14 @@ def _sac_hopper(kind: str, budget: int) -> tuple[str, ...]:
 
 # In classic and, as the MSE critic's baseline, in hl_gauss: one entry, so one set of runs.
 _SAC_PENDULUM = Entry("sac_pendulum", "sac_pendulum.py", (*_EVAL, "pipeline.eval_every=5"), 1.5)
+# The ace comparison's four entries, in mujoco too (one set of runs each).
+_ACE_PAIRS = (
+    Entry("sac_hopper", "sac_ace_hopper.py", _sac_hopper("sac", 200_000), 45.0),
+    Entry("sac_ace_hopper", "sac_ace_hopper.py", _sac_hopper("sac_ace", 200_000), 50.0),
+    Entry("sac_halfcheetah", "sac_ace_hopper.py", ("env.id=HalfCheetah-v5", *_sac_hopper("sac", 200_000)), 45.0),
+    Entry("sac_ace_halfcheetah", "sac_ace_hopper.py",
+          ("env.id=HalfCheetah-v5", *_sac_hopper("sac_ace", 200_000)), 50.0),
+)
 
 SUITES: dict[str, tuple[Entry, ...]] = {
     "classic": (
@@ -67,17 +77,11 @@ SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("ppo_hopper", "ppo_hopper.py", (*_EVAL, "pipeline.eval_every=50"), 10.0),
         Entry("ppo_halfcheetah", "ppo_hopper.py", ("env.id=HalfCheetah-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
         Entry("ppo_walker2d", "ppo_hopper.py", ("env.id=Walker2d-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
-        Entry("sac_hopper", "sac_ace_hopper.py", _sac_hopper("sac", 200_000), 45.0),
-        Entry("sac_ace_hopper", "sac_ace_hopper.py", _sac_hopper("sac_ace", 200_000), 50.0),
+        *_ACE_PAIRS[:2],
         Entry("td3_hopper", "td3_hopper.py", ("pipeline.max_env_steps=200000", "pipeline.eval_every=10", *_EVAL), 45.0),
-        Entry("sac_halfcheetah", "sac_ace_hopper.py", ("env.id=HalfCheetah-v5", *_sac_hopper("sac", 200_000)), 45.0),
-        Entry("sac_ace_halfcheetah", "sac_ace_hopper.py",
-              ("env.id=HalfCheetah-v5", *_sac_hopper("sac_ace", 200_000)), 50.0),
+        *_ACE_PAIRS[2:],
     ),
-    "ace": (
-        Entry("sac_hopper", "sac_ace_hopper.py", _sac_hopper("sac", 200_000), 45.0),
-        Entry("sac_ace_hopper", "sac_ace_hopper.py", _sac_hopper("sac_ace", 200_000), 50.0),
-    ),
+    "ace": _ACE_PAIRS,
     "hl_gauss": (
         _SAC_PENDULUM,  # the MSE baseline is classic's entry itself: trained once
         Entry("sac_hl_gauss_pendulum", "sac_pendulum.py",
