@@ -241,6 +241,15 @@ def test_a_new_runs_directory_goes_on_from_the_kept_results(suite, tmp_path):
     assert sorted(p.name for p in (suite / "bench" / "tiny_ppo").iterdir()) == ["seed_2"]  # only the new seed
     assert [(k / "final_eval.json").read_bytes() for k in kept[:2]] == first
     assert (kept[2] / "final_eval.json").is_file()
+    from zoo.bench.results import finished_kept
+
+    configs = tmp_path / "configs"
+    assert finished_kept(kept[0], TINY, 0, configs) is None and finished_kept(kept[0], TINY, 1, configs)
+    assert finished_kept(results / "tiny_ppo" / "seed_7", TINY, 7, configs) == ""  # nothing kept: trains, silently
+    copy = tmp_path / "copy"
+    shutil.copytree(kept[0], copy)
+    (copy / "config.yaml").write_text("seed: [unclosed\n")
+    assert finished_kept(copy, TINY, 0, configs) == f"'{copy / 'config.yaml'}' cannot be read as a config"
     # kept files that are not the entry's finished run train again and are replaced once evaluated
     shutil.rmtree(suite)
     config = kept[0] / "config.yaml"

@@ -74,7 +74,10 @@ def finished_kept(kept: Path, entry: Entry, seed: int, configs: Path) -> str | N
         return f"'{kept}' has no {METRICS_JSONL_GZ}"
     try:
         read_final_returns(kept)
+    except ZooError as exc:  # its advice (delete it, evaluate the run again) is for a run directory
+        return str(exc).split("; delete it")[0]
+    try:
         difference = config_difference(kept, entry, seed, configs)
-    except ZooError as exc:
-        return str(exc).split(": move it away")[0].split("; delete it")[0]
+    except ZooError:
+        return f"'{kept / CONFIG_FILE}' cannot be read as a config"
     return None if difference is None else f"'{kept}' holds a run of another config ({difference})"
