@@ -36,12 +36,14 @@ def configs(tmp_path, monkeypatch):
     return folder
 
 
-def _write_run(path: Path, entry: Entry, seed: int, configs: Path, returns: list | None = None) -> Path:
+def _write_run(path: Path, entry: Entry, seed: int, configs: Path, returns: list | None = None,
+               evals: list | None = None) -> Path:
     path.mkdir(parents=True)
     cfg = runs.expected_config(entry, seed, configs)
     cfg.update(runs_dir=str(path.parent), exp_name=path.name)
     dump_config(cfg, path / "config.yaml")
-    rows = [{"iteration": k, "env_steps": 128 * k, "wall_time": 6.0 * k, "eval_return_mean": 10.0 * k}
+    evals = [10.0 * k for k in range(1, 17)] if evals is None else evals  # eval_return_mean per row (None: no eval)
+    rows = [{"iteration": k, "env_steps": 128 * k, "wall_time": 6.0 * k, "eval_return_mean": evals[k - 1]}
             for k in range(1, 17)]
     (path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     for name in ("checkpoint.pt", "model.pt"):
@@ -82,7 +84,32 @@ def test_a_comparison_is_better_or_worse_only_when_its_whole_interval_is(tmp_pat
     _seeds(tmp_path / "runs", TINY, configs, base)
     row = next(line for line in _report(tmp_path, configs, ["pair"], 3).splitlines()
                if line.startswith("| tiny_other vs tiny_ppo"))
-    assert row.endswith(f"| 3 vs 3 | {verdict} |")
+    # the late measure: every run's last 5 evaluations are 120..160 here, so no difference at all
+    assert row.endswith(f"| 3 vs 3 | {verdict} | 0.0 [0.0, 0.0] | no difference shown at 95% |")
+
+
+def test_a_comparison_also_reads_the_mean_of_each_runs_last_five_periodic_evaluations(tmp_path, configs,
+                                                                                       monkeypatch):
+    monkeypatch.setattr(report, "COMPARISONS", (("pair", "tiny_other", "tiny_ppo"),))
+    root = tmp_path / "runs" / "bench"
+    # tiny_other ends higher at its last checkpoint, but its last five evaluations average lower
+    late_other, late_base = [[100.0, 110.0, 120.0], [200.0, 210.0, 220.0]]
+    for seed in range(3):
+        other = [0.0] * 10 + [5000.0] + [late_other[seed]] * 5  # an early peak is not among the last five
+        base = [0.0] * 11 + [late_base[seed] - 10.0, late_base[seed] + 10.0] * 2 + [late_base[seed]]
+        _write_run(root / "tiny_other" / f"seed_{seed}", OTHER, seed, configs, [300.0 + seed] * 10, other)
+        _write_run(root / "tiny_ppo" / f"seed_{seed}", TINY, seed, configs, [100.0 + seed] * 10, base)
+    text = _report(tmp_path, configs, ["pair"], 3)
+    row = next(line for line in text.splitlines() if line.startswith("| tiny_other vs tiny_ppo"))
+    # IQM of 3 seeds trims none: the difference of the means, -100 (late) and +200 (final), each CI excluding 0
+    assert row.startswith("| tiny_other vs tiny_ppo | 200.0 [") and "| 3 vs 3 | better | -100.0 [" in row
+    assert row.endswith("| worse |") and "last 5 evals: IQM difference [95% CI]" in text
+    early_only = [0.0] * 10 + [None] * 6
+    _write_run(root / "tiny_other" / "seed_3", OTHER, 3, configs, [300.0] * 10, [None] * 16)  # never evaluated
+    _write_run(root / "tiny_ppo" / "seed_3", TINY, 3, configs, [100.0] * 10, early_only)
+    row = next(line for line in _report(tmp_path, configs, ["pair"], 4).splitlines()
+               if line.startswith("| tiny_other vs tiny_ppo"))
+    assert row.endswith("| 4 vs 4 | better | no periodic evaluations |  |")
 
 
 def test_the_report_refuses_a_seed_folder_of_another_seed_or_config_by_name(tmp_path, configs):
