@@ -18,6 +18,7 @@ from spaces_envs import BrightSideEnv, DictCueEnv, MatchComponentsEnv
 
 from zoo.envs import NormalizeObservation
 from zoo.errors import ZooError
+from zoo.export import CHECK_RELATIVE, CHECK_TOLERANCE
 from zoo.export.command import ExportCheckError, export_run
 from zoo.export.formats import ExportedRunner, graph_bytes
 from zoo.export.graph import FrozenNormalization, ObservationInputs, graph_arrays, graph_inputs
@@ -90,8 +91,8 @@ def test_every_algorithm_exports_what_evaluate_returns(fmt, cls, action, observa
         np.testing.assert_array_equal(one, want[:1])
         assert all(ACTIONS[action].contains(a) for a in got)
     else:
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
-        np.testing.assert_allclose(one, want[:1], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(got, want, atol=CHECK_TOLERANCE, rtol=CHECK_RELATIVE)  # zoo export --check's
+        np.testing.assert_allclose(one, want[:1], atol=CHECK_TOLERANCE, rtol=CHECK_RELATIVE)
         space = ACTIONS[action]
         assert (got >= space.low).all() and (got <= space.high).all()
         if cls not in (SACPolicy, SACACEPolicy, ImpalaPolicy):

@@ -14,7 +14,7 @@ import pytest
 
 from zoo.cli import main
 from zoo.errors import ZooError
-from zoo.export import CHECK_TOLERANCE
+from zoo.export import CHECK_RELATIVE, CHECK_TOLERANCE
 from zoo.export.command import ExportCheckError, _check, export_run
 from zoo.export.graph import graph_inputs
 from zoo.run import train
@@ -133,7 +133,21 @@ def test_the_check_holds_both_halves_to_the_tolerance(batch_offset, single_offse
 
 
 def test_the_tolerance_is_tight():
-    assert CHECK_TOLERANCE == 1e-5
+    assert CHECK_TOLERANCE == 1e-5 and CHECK_RELATIVE == 1e-4
+
+
+@pytest.mark.parametrize(("relative", "passes"), [(0.5 * CHECK_RELATIVE, True), (3 * CHECK_RELATIVE, False)])
+def test_the_check_allows_float32_spread_relative_to_each_action(relative, passes):
+    # every action scaled by (1 + relative): within 1e-5 + 1e-4 |a| only when relative is under 1e-4 (|a| <= 1 here,
+    # so an absolute limit alone would pass both or neither)
+    agent, observations, arrays, table = _case()
+    scaled = {k: (v.astype(np.float64) * (1 + relative)) for k, v in table.items()}
+    runner = _runner(scaled)
+    if passes:
+        assert _check(runner, agent, observations, arrays, len(observations)) == pytest.approx(relative, rel=1e-3)
+    else:
+        with pytest.raises(ExportCheckError, match=r"for 5 of 6 observations .*limit 1e-05 \+ 0.0001 x \|action\|"):
+            _check(runner, agent, observations, arrays, len(observations))
 
 
 def test_integer_actions_must_be_identical():

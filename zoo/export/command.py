@@ -25,7 +25,7 @@ from ..errors import ConfigError, ZooError, first_line
 from ..run.load import Agent, agent_of, load_run
 from ..run.run_dir import CONFIG_FILE, lock_owner
 from ..run.state_files import atomic_write_bytes
-from . import CHECK_TOLERANCE, DEFAULT_CHECK, FORMATS, SUFFIXES
+from . import CHECK_RELATIVE, CHECK_TOLERANCE, DEFAULT_CHECK, FORMATS, SUFFIXES
 from .formats import OPSET, ExportedRunner, graph_bytes
 from .graph import ExportGraph, FrozenNormalization, GraphInput, ObservationInputs, graph_arrays, graph_inputs
 
@@ -160,7 +160,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, whi
 def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays: list[np.ndarray],
            count: int) -> float:
     """The largest difference between the exported actions and ``agent.predict``'s, for the batch and for the first
-    observation alone; raises ExportCheckError beyond the tolerance (integer actions: any difference)."""
+    observation alone; raises ExportCheckError beyond the tolerance (``CHECK_TOLERANCE + CHECK_RELATIVE * |action|``
+    per element; integer actions: any difference)."""
     batch = [a[:count] for a in arrays]
     first = observations[0]
     want = agent.predict(np.stack(observations) if isinstance(first, np.ndarray) else observations)
@@ -170,15 +171,18 @@ def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays
         raise ExportCheckError(f"check failed: the exported actions have shape {got.shape} for {count} observations "
                                f"(zoo.load: {want.shape}); nothing written")
     integer = np.issubdtype(want.dtype, np.integer)
-    difference = max(float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))),
-                     float(np.max(np.abs(got_one.astype(np.float64) - np.asarray(want_one, np.float64)))))
-    tolerance = 0.0 if integer else CHECK_TOLERANCE
-    if not difference <= tolerance:
-        beyond = np.abs(got.astype(np.float64) - want.astype(np.float64)).reshape(len(got), -1) > tolerance
-        wrong = int(np.sum(np.any(beyond, axis=1)))
+    pairs = [(got.astype(np.float64), want.astype(np.float64)),
+             (got_one.astype(np.float64)[None], np.asarray(want_one, np.float64)[None])]
+    differences = [np.abs(exported - loaded).reshape(len(loaded), -1) for exported, loaded in pairs]
+    difference = max(float(np.max(d)) for d in differences)
+    beyond = [d > (0.0 if integer else CHECK_TOLERANCE + CHECK_RELATIVE * np.abs(loaded).reshape(len(loaded), -1))
+              for d, (_, loaded) in zip(differences, pairs)]
+    if any(b.any() for b in beyond):
+        wrong = int(np.sum(np.any(beyond[0], axis=1))) or 1  # the one observation alone, when the batch agreed
+        limit = "identical" if integer else f"{CHECK_TOLERANCE:g} + {CHECK_RELATIVE:g} x |action|"
         raise ExportCheckError(f"check failed: the exported actions differ from zoo.load(...).predict for {wrong} of "
                                f"{count} observations (max |difference| {difference:.3g}, limit "
-                               f"{tolerance:g}); nothing written")
+                               f"{limit}); nothing written")
     return difference
 
 
@@ -191,7 +195,8 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"wrote {result.path} ({kind}; inputs: {shown}; output: action {result.action_dtype})")
     if result.checked:
         agree = ("identical" if result.action_dtype.startswith(("int", "uint")) else
-                 f"max |difference| {result.max_difference:.2g} (limit {CHECK_TOLERANCE:g})")
+                 f"max |difference| {result.max_difference:.2g} (limit {CHECK_TOLERANCE:g} + {CHECK_RELATIVE:g} x "
+                 "|action|)")
         print(f"check: {result.checked} observations (a batch, and one alone): actions {agree} against "
               f"zoo.load('{args.run_dir}').predict")
     if result.note is not None:
