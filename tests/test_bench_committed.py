@@ -8,11 +8,13 @@ under its committed runs (the report refuses a run of another config), or change
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
 
 from zoo.bench.report import report
+from zoo.bench.results import thinned
 from zoo.bench.suites import SUITES
 from zoo.run.view import RunView
 
@@ -51,3 +53,10 @@ def test_every_committed_result_is_whole_and_of_a_suite_entry():
         view = RunView(folder)  # reads the kept files as the report does (bounded, damage is one line)
         assert len(view.final_returns()) == 10, folder  # the bench's final evaluation: 10 deterministic episodes
         assert view.rows[-1]["env_steps"] >= view.config.pipeline.max_env_steps, folder  # the whole budget trained
+        data = gzip.decompress((folder / "metrics.jsonl.gz").read_bytes())
+        assert thinned(data) == data, f"{folder}: metrics kept whole; `zoo bench --results` thins them"
+
+
+def test_the_committed_results_stay_a_few_mb():
+    size = sum(path.stat().st_size for path in RESULTS.glob("*/seed_*/*"))
+    assert size < 8 * 2**20, f"benchmarks/results holds {size / 2**20:.1f} MB"  # 4 suites x 5 seeds, thinned
