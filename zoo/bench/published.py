@@ -280,6 +280,8 @@ PUBLISHED: tuple[Published, ...] = (
               _ZOO_PENDULUM + "; 750 eval episodes"),
     Published(_ZOO, "td3", "Hopper-v3", 3606.390, 4.027, 1, 1_000_000, _ZOO_MEASURE, _ZOO_SRC,
               _ZOO_MUJOCO + "; 150 eval episodes"),
+    Published(_ZOO, "td3", "HalfCheetah-v3", 9655.666, 969.916, 1, 1_000_000, _ZOO_MEASURE, _ZOO_SRC,
+              _ZOO_MUJOCO + "; 150 eval episodes"),
     Published(_ZOO, "dqn", "CartPole-v1", 500.0, 0.0, 1, 50_000, _ZOO_MEASURE, _ZOO_SRC,
               _ZOO_BASE + "; 300 eval episodes"),
     Published(_ZOO, "dqn", "Acrobot-v1", -76.639, 11.752, 1, 100_000, _ZOO_MEASURE, _ZOO_SRC,

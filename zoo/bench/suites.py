@@ -8,7 +8,7 @@ training (the runner's ``final_eval.json``). Suites:
 - ``classic``: every algorithm on CartPole-v1, Acrobot-v1 where a config exists, Pendulum-v1 (the configs' own
   budgets and hyper-parameters).
 - ``mujoco``: PPO on Hopper-v5, HalfCheetah-v5 and Walker2d-v5 at 1M env steps; SAC and SAC-ACE on Hopper-v5 and
-  HalfCheetah-v5 at 200k (the ``ace`` comparison's settings); TD3 on Hopper-v5 at 200k. Needs
+  HalfCheetah-v5 at 200k (the ``ace`` comparison's settings); TD3 on Hopper-v5 and HalfCheetah-v5 at 200k. Needs
   ``pip install 'zoo-rl[mujoco]'``.
 - ``ace``: SAC-ACE against SAC on Hopper-v5 and HalfCheetah-v5 at 200k env steps, the same settings but
   ``policy.type`` (the same entries as ``mujoco``'s: each trained once).
@@ -47,6 +47,8 @@ def _sac_hopper(kind: str, budget: int) -> tuple[str, ...]:
 
 # In classic and, as the MSE critic's baseline, in hl_gauss: one entry, so one set of runs.
 _SAC_PENDULUM = Entry("sac_pendulum", "sac_pendulum.py", (*_EVAL, "pipeline.eval_every=5"), 1.5)
+# TD3 at SAC's budget (the issue: the same budget for all three off-policy algorithms).
+_TD3_200K = ("pipeline.max_env_steps=200000", "pipeline.eval_every=10", *_EVAL)
 # The ace comparison's four entries, in mujoco too (one set of runs each).
 _ACE_PAIRS = (
     Entry("sac_hopper", "sac_ace_hopper.py", _sac_hopper("sac", 200_000), 45.0),
@@ -78,8 +80,9 @@ SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("ppo_halfcheetah", "ppo_hopper.py", ("env.id=HalfCheetah-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
         Entry("ppo_walker2d", "ppo_hopper.py", ("env.id=Walker2d-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
         *_ACE_PAIRS[:2],
-        Entry("td3_hopper", "td3_hopper.py", ("pipeline.max_env_steps=200000", "pipeline.eval_every=10", *_EVAL), 45.0),
+        Entry("td3_hopper", "td3_hopper.py", _TD3_200K, 45.0),
         *_ACE_PAIRS[2:],
+        Entry("td3_halfcheetah", "td3_hopper.py", ("env.id=HalfCheetah-v5", *_TD3_200K), 45.0),
     ),
     "ace": _ACE_PAIRS,
     "hl_gauss": (
