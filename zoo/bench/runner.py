@@ -55,6 +55,7 @@ from .suites import SUITES, Entry
 __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "bench", "configs_dir", "entries_of",
            "parse_shard", "pick_entries", "plan", "read_final_returns", "shard_of"]
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LOCK_WAIT_S = 5.0  # how long a runner tries for the runs directory's lock before refusing (`_locked`)
 
 
 def entries_of(suites: list[str]) -> list[Entry]:
@@ -294,6 +295,20 @@ def shard_of(runs: list[Run], shard: tuple[int, int] | None) -> list[Run]:
     return runs[index - 1::count]
 
 
+def _locked(lock: Any, wait_s: float = LOCK_WAIT_S) -> bool:
+    """Take ``lock`` (an open file) exclusively, trying for ``wait_s`` seconds: a runner killed a moment ago may
+    have left a child between fork and exec that still holds the lock's file for an instant."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
+
 def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "runs",
           stream: IO[str] | None = None, configs: str | Path | None = None,
           shard: tuple[int, int] | None = None, results: str | Path | None = None,
@@ -314,9 +329,7 @@ def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "run
     root.mkdir(parents=True, exist_ok=True)
     lock_name = ".lock" if shard is None else f".lock-shard-{shard[0]}-of-{shard[1]}"
     lock = open(root / lock_name, "a+")  # noqa: SIM115 - held for the whole bench
-    try:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not _locked(lock):
         lock.close()
         which = "" if shard is None else f" for shard {shard[0]}/{shard[1]}"
         raise ZooError(f"another zoo bench is running in '{root}'{which}: wait for it, or use another --runs-dir"
