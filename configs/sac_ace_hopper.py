@@ -5,7 +5,7 @@ batch 256 instead of 512, and actor/temperature/target updates after every criti
 learned too slowly for this 100k-step budget); as CleanRL's SAC, the critics learn at 1e-3 and 5k random steps
 come first (ACE: 3e-4 and 10k); kept: Adam at 3e-4 for the actor and temperature, gamma 0.99, tau 0.005, causal
 weights refitted every 10k env steps on the latest 10k transitions, a dormancy-guided reset every 100k updates
-(so none happens within this budget).
+(so none happens within this 100k budget; the bench's 200k runs reset once, at 105k env steps).
 
 Target: eval mean >= 1000 within 100k env steps (a benchmark, not a test). Met on seeds 0-2 (10-episode
 deterministic evals every 5k steps; about 25 min per run here, two at a time): first >= 1000 at 55k (1602), 35k
