@@ -1,4 +1,4 @@
-"""zoo's SAC (fp32 and bf16) against Stable-Baselines3's SAC on Hopper-v5: update speed, and SB3's learning curve.
+"""zoo's SAC (fp32 and bf16) against Stable-Baselines3's SAC on Hopper-v5: update speed, and SB3's learning curves.
 
 Overview (``--speed``):
     Updates per second and CPU seconds of three contenders at the same settings (256x256 networks, batch 256,
@@ -17,6 +17,12 @@ Overview (learning curve):
     beside it. Needs ``stable-baselines3`` and ``mujoco``; one torch thread.
 
     python benchmarks/sac_hopper_peer.py --seed 0 --steps 100000
+
+    ``--algo td3`` trains SB3's TD3 instead, at configs/td3_hopper.py's settings (256x256, Adam 3e-4, batch 256,
+    10k random steps, Gaussian exploration noise 0.1, policy delay 2, smoothing noise 0.2 clipped at 0.5, one update
+    per step), to be read beside zoo's td3_hopper bench rows (`zoo bench mujoco --entries td3_hopper`, 200k):
+
+    python benchmarks/sac_hopper_peer.py --algo td3 --seed 0 --steps 200000
 """
 
 from __future__ import annotations
@@ -91,11 +97,30 @@ def speed(learning_starts: int, updates: int, rounds: int) -> None:
           f"zoo bf16 / SB3 {best['bf16']['cpu'] / best['sb3']['cpu']:.2f}x")
 
 
+def peer_model(algo: str, seed: int):  # noqa: ANN201 (SB3 is an optional import)
+    """SB3's SAC (its defaults, 10k random steps) or TD3 at configs/td3_hopper.py's settings, on Hopper-v5."""
+    env = gym.make("Hopper-v5")
+    if algo == "sac":
+        from stable_baselines3 import SAC
+
+        return SAC("MlpPolicy", env, learning_starts=10_000, seed=seed, verbose=0)
+    import numpy as np
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    dim = env.action_space.shape[0]
+    return TD3("MlpPolicy", env, learning_rate=3e-4, buffer_size=1_000_000, learning_starts=10_000, batch_size=256,
+               tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, policy_delay=2, target_policy_noise=0.2,
+               target_noise_clip=0.5, action_noise=NormalActionNoise(np.zeros(dim), 0.1 * np.ones(dim)),
+               policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--eval-every", type=int, default=10_000)
+    parser.add_argument("--algo", choices=("sac", "td3"), default="sac", help="which SB3 learning curve")
     parser.add_argument("--speed", action="store_true", help="updates/s of zoo fp32, zoo bf16 and SB3")
     parser.add_argument("--speed-child", choices=("fp32", "bf16", "sb3"), help=argparse.SUPPRESS)
     parser.add_argument("--learning-starts", type=int, default=1000)
@@ -110,12 +135,11 @@ def main() -> None:
     if args.speed:
         speed(args.learning_starts, args.updates, args.rounds)
         return
-    from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
 
     torch.set_num_threads(1)
-    model = SAC("MlpPolicy", gym.make("Hopper-v5"), learning_starts=10_000, seed=args.seed, verbose=0)
+    model = peer_model(args.algo, args.seed)
     start = time.perf_counter()
 
     class Report(BaseCallback):
@@ -123,8 +147,8 @@ def main() -> None:
             if self.num_timesteps % args.eval_every == 0:
                 mean, std = evaluate_policy(self.model, gym.make("Hopper-v5"), n_eval_episodes=10,
                                             deterministic=True, warn=False)
-                print(f"sb3 sac seed {args.seed}: {self.num_timesteps:>7} steps  eval {mean:8.1f} +- {std:6.1f}  "
-                      f"({time.perf_counter() - start:.0f} s)", flush=True)
+                print(f"sb3 {args.algo} seed {args.seed}: {self.num_timesteps:>7} steps  eval {mean:8.1f} "
+                      f"+- {std:6.1f}  ({time.perf_counter() - start:.0f} s)", flush=True)
             return True
 
     model.learn(args.steps, callback=Report())
