@@ -97,6 +97,35 @@ def speed(learning_starts: int, updates: int, rounds: int) -> None:
           f"zoo bf16 / SB3 {best['bf16']['cpu'] / best['sb3']['cpu']:.2f}x")
 
 
+def td3_peer(env: gym.Env, seed: int, **overrides: object):  # noqa: ANN201 (SB3 is an optional import)
+    """SB3's TD3 on ``env`` at configs/td3_hopper.py's settings, read from that file (one source for zoo's runs
+    and the peer's); ``overrides`` replace SB3 keyword arguments."""
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))  # run from a checkout
+    from zoo.config.files import load_config_file
+
+    config = load_config_file(root / "configs" / "td3_hopper.py")
+    policy, pipe = config.policy, config.pipeline
+    if policy.actor_learning_rate != policy.critic_learning_rate:
+        raise SystemExit("configs/td3_hopper.py: SB3's TD3 takes one learning rate; the actor's and critics' differ")
+    dim = env.action_space.shape[0]
+    kwargs = dict(learning_rate=policy.actor_learning_rate, buffer_size=pipe.buffer_size,
+                  learning_starts=pipe.learning_starts, batch_size=policy.batch_size, tau=policy.tau,
+                  gamma=policy.gamma, train_freq=pipe.train_freq, gradient_steps=pipe.gradient_steps,
+                  policy_delay=policy.policy_delay, target_policy_noise=policy.policy_noise,
+                  target_noise_clip=policy.noise_clip,
+                  action_noise=NormalActionNoise(np.zeros(dim), policy.exploration_noise * np.ones(dim)),
+                  policy_kwargs=dict(net_arch=list(policy.hidden_sizes)), seed=seed, device="cpu", verbose=0)
+    return TD3("MlpPolicy", env, **{**kwargs, **overrides})
+
+
 def peer_model(algo: str, seed: int):  # noqa: ANN201 (SB3 is an optional import)
     """SB3's SAC (its defaults, 10k random steps) or TD3 at configs/td3_hopper.py's settings, on Hopper-v5."""
     env = gym.make("Hopper-v5")
@@ -104,15 +133,7 @@ def peer_model(algo: str, seed: int):  # noqa: ANN201 (SB3 is an optional import
         from stable_baselines3 import SAC
 
         return SAC("MlpPolicy", env, learning_starts=10_000, seed=seed, verbose=0)
-    import numpy as np
-    from stable_baselines3 import TD3
-    from stable_baselines3.common.noise import NormalActionNoise
-
-    dim = env.action_space.shape[0]
-    return TD3("MlpPolicy", env, learning_rate=3e-4, buffer_size=1_000_000, learning_starts=10_000, batch_size=256,
-               tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, policy_delay=2, target_policy_noise=0.2,
-               target_noise_clip=0.5, action_noise=NormalActionNoise(np.zeros(dim), 0.1 * np.ones(dim)),
-               policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0)
+    return td3_peer(env, seed)
 
 
 def main() -> None:
