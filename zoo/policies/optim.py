@@ -8,6 +8,14 @@ flat gradient buffer, which autograd accumulates into in place) and applies the 
 
 The arithmetic follows ``torch.optim.Adam`` (``amsgrad=False``, no weight decay) and ``torch.optim.RMSprop``
 (``centered=False``, no momentum) step for step; tests compare the two over many steps.
+
+Two ways to take a step. ``backward_and_step`` (the on-policy learners): backward into the flat gradient buffer,
+the data-parallel hook, clipping, a host-side finite check that raises before the step, then ``step``.
+``minimize`` (the off-policy family's learning step, eager or compiled, ``zoo.policies.compiled``): the gradient by
+``torch.autograd.grad``, clipping, and a step taken only where the loss and the gradient are finite -- decided on the
+device (a mask, no ``.item()``), so the whole update can be one graph with no host sync; a skipped step leaves the
+parameters, moments and step count as they were and returns a NaN loss, which stops the run at its metrics row. The
+step count and learning rate are tensors for that reason (a Python number would be a constant of the graph).
 """
 
 from __future__ import annotations
@@ -70,21 +78,45 @@ class FlatOptimizer:
         params = list(module.parameters())
         if not params or not all(p.requires_grad for p in params):
             raise ValueError("the module must have parameters, all trainable")
-        self.algorithm, self.lr, self.eps, self.betas, self.alpha = algorithm, lr, eps, betas, alpha
+        self.algorithm, self.eps, self.betas, self.alpha = algorithm, eps, betas, alpha
+        self.params = params
         self.flat = flatten_parameters(module)
         self.grad = torch.zeros_like(self.flat)
         offset = 0
         for p in params:
             p.grad = self.grad[offset : offset + p.numel()].view_as(p)
             offset += p.numel()
-        self.steps = 0
+        # Tensors, read by the compiled step as inputs: the learning rate (``lr`` sets it) and the step count.
+        self.lr_tensor = torch.tensor(float(lr), device=self.flat.device)
+        self._lr = float(lr)
+        self.step_count = torch.zeros((), dtype=torch.int64, device=self.flat.device)
+        self.grad_norm = torch.zeros((), device=self.flat.device)  # of the latest ``minimize``, before clipping
         if algorithm == "adam":
             self.exp_avg = torch.zeros_like(self.flat)
         self.exp_avg_sq = torch.zeros_like(self.flat)
 
+    @property
+    def lr(self) -> float:
+        """The learning rate (a schedule may set it between steps)."""
+        return self._lr
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self._lr = float(value)
+        self.lr_tensor.fill_(self._lr)
+
+    @property
+    def steps(self) -> int:
+        """Steps taken (a host read of ``step_count``)."""
+        return int(self.step_count)
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        self.step_count.fill_(int(value))
+
     def reset_state(self) -> None:
         """Forget the moment estimates and the step count (after the parameters were re-initialised)."""
-        self.steps = 0
+        self.step_count.zero_()
         self.exp_avg_sq.zero_()
         if self.algorithm == "adam":
             self.exp_avg.zero_()
@@ -121,10 +153,54 @@ class FlatOptimizer:
             self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
         return float(norm)
 
+    def minimize(self, loss: torch.Tensor, max_grad_norm: float = 0.0,
+                 sync: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
+        """One step down the gradient of ``loss`` with no host sync (traceable into one graph): the gradient by
+        ``torch.autograd.grad`` into ``self.grad`` (``sync``, the data-parallel hook, sees it first), its norm
+        clipped to ``max_grad_norm`` (0: no clipping), then the
+        step where the loss and the gradient are finite (else nothing changes). Returns the loss, detached: NaN
+        when the step was skipped, so that the metric carrying it stops the run where the loop checks its rows.
+        ``self.grad_norm`` holds the gradient's norm before clipping."""
+        grads = torch.autograd.grad(loss, self.params)
+        grad = torch.cat([g.reshape(-1) for g in grads])
+        if sync is not None:
+            sync(grad)
+        return self.apply_gradient(grad, loss.detach(), max_grad_norm)
+
+    @torch.no_grad()
+    def apply_gradient(self, grad: torch.Tensor, loss: torch.Tensor, max_grad_norm: float = 0.0) -> torch.Tensor:
+        """``minimize`` from a flat gradient already computed (e.g. written in closed form): clip, then a step masked
+        by the finiteness of ``grad`` and ``loss``; returns ``loss``, NaN where the step was skipped."""
+        norm = torch.linalg.vector_norm(grad)
+        self.grad_norm.copy_(norm)
+        if max_grad_norm > 0:
+            grad = grad * torch.clamp(max_grad_norm / (norm + 1e-6), max=1.0)
+        finite = torch.isfinite(norm) & torch.isfinite(loss)
+        grad = torch.where(finite, grad, 0.0)
+        self.grad.copy_(grad)
+        on = finite.to(grad.dtype)  # 1: step, 0: every update below is a no-op
+        self.step_count.add_(finite.to(torch.int64))
+        steps = self.step_count.clamp(min=1).to(grad.dtype)
+        if self.algorithm == "rmsprop":
+            weight = (1.0 - self.alpha) * on
+            self.exp_avg_sq.mul_(1.0 - weight).addcmul_(grad, grad * weight)
+            self.flat.sub_(grad / (self.exp_avg_sq.sqrt() + self.eps) * (self.lr_tensor * on))
+        else:
+            beta1, beta2 = self.betas
+            self.exp_avg.lerp_(grad, (1.0 - beta1) * on)
+            weight = (1.0 - beta2) * on
+            self.exp_avg_sq.mul_(1.0 - weight).addcmul_(grad, grad * weight)
+            bias_correction1 = 1.0 - torch.pow(beta1, steps)
+            bias_correction2 = 1.0 - torch.pow(beta2, steps)
+            denom = (self.exp_avg_sq.sqrt() / bias_correction2.sqrt()).add_(self.eps)
+            self.flat.sub_(self.exp_avg / denom * (self.lr_tensor * on / bias_correction1))
+        return torch.where(finite, loss, torch.nan)
+
     @torch.no_grad()
     def step(self) -> None:
         """One update of every parameter from the current gradients."""
-        self.steps += 1
+        self.step_count.add_(1)
+        steps = self.steps
         grad = self.grad
         if self.algorithm == "rmsprop":
             self.exp_avg_sq.mul_(self.alpha).addcmul_(grad, grad, value=1.0 - self.alpha)
@@ -133,8 +209,8 @@ class FlatOptimizer:
         beta1, beta2 = self.betas
         self.exp_avg.lerp_(grad, 1.0 - beta1)
         self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-        bias_correction1 = 1.0 - beta1**self.steps
-        bias_correction2 = 1.0 - beta2**self.steps
+        bias_correction1 = 1.0 - beta1**steps
+        bias_correction2 = 1.0 - beta2**steps
         denom = (self.exp_avg_sq.sqrt() / math.sqrt(bias_correction2)).add_(self.eps)
         self.flat.addcdiv_(self.exp_avg, denom, value=-self.lr / bias_correction1)
 
