@@ -53,6 +53,9 @@ class ReplayBuffer:
         self.num_envs = 0  # one more than the largest sub-env index added: the widest a vector step can be
         self.position = 0  # the row the next transition goes to
         self.size = 0
+        # For copies kept elsewhere (a GPU mirror): rows ever added, and a count of changes made in place.
+        self.added = 0
+        self.generation = 0
 
     @staticmethod
     def estimate_nbytes(
@@ -89,6 +92,7 @@ class ReplayBuffer:
             getattr(self, name)[rows] = getattr(transitions, name)
         self.position = int((self.position + count) % self.capacity)
         self.size = min(self.size + count, self.capacity)
+        self.added += count
 
     def take(self, rows: np.ndarray) -> Transitions:
         """The transitions at ``rows`` (indices into the filled part, ``0 <= row < len(self)``), as copies."""
@@ -117,8 +121,13 @@ class ReplayBuffer:
             if tuple(have) != tuple(want):
                 raise ValueError(f"saved replay {name} rows have shape {tuple(have)}, this buffer's {tuple(want)}")
         self.position, self.size, self.num_envs = 0, 0, 0
+        self.changed_in_place()
         # Buffers saved before sub-env indices were kept load with -1 (unknown): no n-step window crosses them.
         self.add(Transitions(**{name: np.asarray(state[name]) for name in _FIELDS if name in state}))
+
+    def changed_in_place(self) -> None:
+        """Say that rows changed other than by ``add`` (restored, flags rewritten), so copies refresh them all."""
+        self.generation += 1
 
     # -- n-step sequences -----------------------------------------------------------------------------------
     def windows(self, rows: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,3 +173,4 @@ class ReplayBuffer:
             last = rows[newest.env == env][-1]
             if not self.terminated[last]:
                 self.truncated[last] = True
+        self.changed_in_place()

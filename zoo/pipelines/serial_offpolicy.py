@@ -59,6 +59,10 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
         self._undo: dict[str, Any] | None = None  # see iteration_mark
         self.replay = ReplayBuffer(pipe.buffer_size, observation_space.shape, tuple(action_space.shape or ()),
                                    action_dtype=np.asarray(action_space.sample()).dtype)
+        plan = getattr(self.policy, "plan_learning", None)  # an OffPolicyPolicy decides policy.compile with it
+        if plan is not None:
+            calls = max(pipe.max_env_steps - pipe.learning_starts, 0) // (pipe.train_freq * pipe.num_envs)
+            plan(calls * pipe.gradient_steps)
         if self.rank == 0:
             saved = "saved with each checkpoint" if pipe.save_replay else (
                 "NOT saved (pipeline.save_replay=False): a resumed run starts with an empty buffer")
@@ -87,6 +91,7 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
             for name, values in vars(old).items():
                 getattr(replay, name)[rows] = values
         replay.position, replay.size = mark["replay"]
+        replay.changed_in_place()
 
     def _add(self, transitions: Any) -> None:
         replay, undo = self.replay, self._undo

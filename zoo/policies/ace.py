@@ -179,11 +179,25 @@ class SACACEPolicy(SACPolicy):
 
     def before_update(self) -> None:
         if self.cfg.causal_weights and self.causal.maybe_apply(self.updates):
-            self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
+            self._set_causal_weight()
+
+    def _set_causal_weight(self) -> None:
+        # In place: the compiled step reads this tensor as an input, so it stays the same tensor.
+        self._causal_weight.copy_(torch.as_tensor(self.causal.weights, dtype=torch.float32))
+
+    def cadences(self) -> dict[str, int]:
+        cadences = super().cadences()
+        if self.cfg.dormant_reset:
+            cadences["reset"] = self.cfg.reset_interval
+        return cadences
+
+    def eager_update(self) -> bool:
+        """An update with a reset runs eager: the reset reads the gradients and draws fresh weights on the host."""
+        return self.due.get("reset", False)
 
     def after_actor_update(self) -> None:
-        cfg = self.cfg
-        if cfg.dormant_reset and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
+        """The reset, right after the actor update it is due at (before the target critics' Polyak step)."""
+        if self.due.get("reset", False) and self.updates >= self.cfg.reset_start:
             self._dormancy_reset()
 
     def _dormancy_reset(self) -> None:
@@ -218,7 +232,7 @@ class SACACEPolicy(SACPolicy):
         self.resets = int(state["resets"])
         self.last_dormant_fraction, self.last_reset_factor = state["last_dormant_fraction"], state["last_reset_factor"]
         self.causal.load_state_dict(state["causal"])
-        self._causal_weight = torch.as_tensor(self.causal.weights, dtype=torch.float32, device=self.device)
+        self._set_causal_weight()
 
     def close(self) -> None:
         """Stop the background causal fit, if one runs."""

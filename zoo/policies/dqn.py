@@ -49,6 +49,7 @@ from ..errors import ConfigError
 from ..rl_utils import q_nstep_td_data, q_nstep_td_error
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
+from .compiled import COMPILE_FIELD
 from .networks import ACTIVATIONS, build_encoder
 from .off_policy import PRECISION_FIELD, OffPolicyPolicy, soft_update
 from .optim import FlatOptimizer
@@ -93,6 +94,7 @@ def linear_epsilon(progress: float, initial: float, final: float, fraction: floa
 class DQNPolicy(OffPolicyPolicy):
     """Deep Q-network for Discrete actions (double, dueling, Huber or MSE, periodic or Polyak targets)."""
 
+    compilable: ClassVar[bool] = True
     acting_parts: ClassVar[tuple[str, ...]] = ("q",)
     learning_parts: ClassVar[tuple[str, ...]] = ("target", "optimizer")
     fields: ClassVar[dict[str, Field]] = {
@@ -118,6 +120,7 @@ class DQNPolicy(OffPolicyPolicy):
         "exploration_final_eps": Field(0.05, "epsilon after the decay", range=(0.0, 1.0)),
         "max_grad_norm": Field(10.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
         "precision": PRECISION_FIELD,
+        "compile": COMPILE_FIELD,
     }
 
     @classmethod
@@ -198,12 +201,19 @@ class DQNPolicy(OffPolicyPolicy):
             soft_update(self.target, self.q, rate)
             self.target_syncs = syncs
 
-    def sample_minibatch(self, replay: ReplayBuffer) -> dict[str, torch.Tensor]:
-        """Windows of up to ``nstep`` transitions (rewards and flags ``(nstep, B)``) from the replay."""
-        return self.sample_windows(replay, self.cfg.nstep)
+    def draw(self, replay: ReplayBuffer) -> dict[str, torch.Tensor]:
+        """One-step targets: the rows (gathered inside the step). n-step: the whole minibatch of windows of up to
+        ``nstep`` transitions (rewards and flags ``(nstep, B)``), read on the host (``sample_windows``)."""
+        return super().draw(replay) if self.cfg.nstep == 1 else self.sample_windows(replay, self.cfg.nstep)
 
-    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
-        """One gradient step on the n-step TD loss of a minibatch (env actions in, indices = action - start)."""
+    def gather(self, storage: dict[str, torch.Tensor], drawn: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The rows as one-step windows: reward and flags ``(1, B)``, as ``sample_windows(replay, 1)`` gives."""
+        batch = super().gather(storage, drawn)
+        return {**batch, **{key: batch[key][None] for key in ("reward", "terminated", "truncated")}}
+
+    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, torch.Tensor]:
+        """One gradient step on the n-step TD loss of a minibatch (env actions in, indices = action - start).
+        Sync-free: one graph when compiled."""
         action = batch["action"].long().reshape(-1) - self.start
         q = self.q(batch["obs"])
         with torch.no_grad():
@@ -215,9 +225,9 @@ class DQNPolicy(OffPolicyPolicy):
         data = q_nstep_td_data(q, next_target, action, next_action, batch["reward"], batch["terminated"], None)
         loss, _ = q_nstep_td_error(data, self.cfg.gamma, nstep=self.cfg.nstep, criterion=self.criterion,
                                    truncated=batch["truncated"])
-        grad_norm = self.optimizer.backward_and_step(loss, self.cfg.max_grad_norm, ctx.sync_gradients)
         q_taken = q.detach().gather(-1, action.unsqueeze(-1))
-        return {"q_loss": loss.item(), "q_mean": q_taken.mean().item(), "grad_norm": grad_norm}
+        q_loss = self.optimizer.minimize(loss, self.cfg.max_grad_norm, ctx.sync_gradients)
+        return {"q_loss": q_loss, "q_mean": q_taken.mean(), "grad_norm": self.optimizer.grad_norm.clone()}
 
     def learn_metrics(self) -> dict[str, float]:
         return {"epsilon": self.epsilon()}

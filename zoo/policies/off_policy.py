@@ -4,13 +4,23 @@ A subclass writes ``explore`` (the env actions to collect with), ``update`` (one
 minibatch), its networks, ``deterministic_action`` or ``evaluate``, and its state; ``OffPolicyPolicy`` gives:
 
 - ``learn(replay, ctx)``: ``ctx.updates`` updates, each on a minibatch of ``cfg.batch_size`` rows drawn uniformly
-  (with replacement) by ``sample_minibatch`` with torch's global generator, whose state every checkpoint holds, so
-  a resumed run draws the same rows (``sample_windows``: the same draw, as n-step windows of one sub-env's episode);
-  the metrics of one call are averaged per key over the updates that report the key (an actor metric reported
-  every 2nd update is the mean over those). Hooks around it:
-  ``prepare_learning(replay, ctx)`` once per call, ``before_update()`` before each draw, ``learn_metrics()``
-  added after the averages. ``self.updates`` counts gradient updates; ``update`` sees it already counting the
-  update in progress (1 in the first), and ``state_dict`` saves it.
+  (with replacement) with torch's global generator, whose state every checkpoint holds, so a resumed run draws the
+  same rows (``sample_windows``: the same draw, as n-step windows of one sub-env's episode); the metrics of one
+  call are averaged per key over the updates that report the key (an actor metric reported every 2nd update is the
+  mean over those). Hooks around it: ``prepare_learning(replay, ctx)`` once per call, ``before_update()`` before
+  each draw, ``after_update()`` after each update, ``learn_metrics()`` added after the averages.
+  ``self.updates`` counts gradient updates; ``update`` sees it already counting the update in progress (1 in the
+  first), and ``state_dict`` saves it.
+- One learning step, eager or compiled (``policy.compile``, ``zoo.policies.compiled``). A subclass that sets
+  ``compilable = True`` writes ``update`` sync-free: no ``.item()`` or ``float()`` of a tensor, no branch on a
+  tensor's value, ``FlatOptimizer.minimize`` for its optimiser steps, metrics returned as tensors (the pipeline
+  reads them once per metrics row), and cadences read from ``self.due[name]`` (the names and intervals it declares
+  in ``cadences()``; the base sets them before each update, so the step is one graph per combination) rather than
+  from ``self.updates``. Each update is then ``gather(storage, draw)`` (the minibatch indexed out of the replay's
+  storage, inside the step) followed by ``update``: ``draw(replay)`` runs first, outside the step, and makes the
+  host-side choices (the rows). Randomness inside ``update`` (``torch.randn_like``) is drawn in program order from
+  torch's generator, compiled or not. A subclass that keeps ``compilable = False`` (the default, e.g. an ``update``
+  that calls ``loss.backward()`` and ``.item()``) runs eager as before, ``sample_minibatch`` and all.
 - ``soft_update(target, source, tau)`` and ``update_target(...)``: Polyak averaging ``target <- (1 - tau) target
   + tau source`` every ``interval`` updates; ``tau = 1`` is the periodic hard copy (DQN's target network).
 - ``self.progress``: the training progress when acting (a ``LearnContext``: ``progress`` in [0, 1] of the
@@ -30,6 +40,7 @@ one conversion, so random and policy steps can never disagree on offsets or scal
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -42,7 +53,9 @@ from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
+from .compiled import COMPILE_FIELD, CompiledStep, resolve_compile
 from .precision import PRECISIONS, learning_precision, resolve_precision
+from .replay_storage import ReplayStorage
 
 # The keys every actor-critic of the family (SAC, SAC-ACE, TD3) declares alike; each extends or re-defaults them.
 ACTOR_CRITIC_FIELDS: dict[str, Field] = {
@@ -61,6 +74,7 @@ PRECISION_FIELD = Field("fp32", "arithmetic of the gradient updates: fp32, bf16 
                         "optimiser and losses) or auto (bf16 where the device has native bf16 matmuls and the "
                         "networks are wide enough to gain)", choices=PRECISIONS)
 ACTOR_CRITIC_FIELDS["precision"] = PRECISION_FIELD
+ACTOR_CRITIC_FIELDS["compile"] = COMPILE_FIELD
 
 
 def soft_update(target: nn.Module | torch.Tensor, source: nn.Module | torch.Tensor, tau: float) -> None:
@@ -112,6 +126,23 @@ class BoxActions:
         return self.center + self.half * unit
 
 
+class CurrentCadences(Mapping):
+    """``policy.due`` outside ``learn``: whether each of ``policy.cadences()`` is due at ``policy.updates`` (so that
+    a direct call of ``update``, as in a test, sees the cadences of the update count it was given)."""
+
+    def __init__(self, policy: OffPolicyPolicy) -> None:
+        self.policy = policy
+
+    def __getitem__(self, name: str) -> bool:
+        return self.policy.updates % self.policy.cadences()[name] == 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.policy.cadences())
+
+    def __len__(self) -> int:
+        return len(self.policy.cadences())
+
+
 class OffPolicyPolicy(Policy):
     """Base of replay-based policies: minibatches, target updates, metric averaging, progress when acting.
 
@@ -120,6 +151,8 @@ class OffPolicyPolicy(Policy):
     """
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
+    # Whether ``update`` is written sync-free, so that it can run as one compiled graph (see the module docstring).
+    compilable: ClassVar[bool] = False
 
     def __init__(
         self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
@@ -130,6 +163,12 @@ class OffPolicyPolicy(Policy):
         self.progress = LearnContext()
         # fp32 or bf16: what `auto` became here (recorded in the run's environment.json)
         self.precision = self.resolve_precision()
+        # The cadences due in the update in progress (``cadences``): a plain dict that ``learn`` sets before each
+        # update (what the compiled step reads); outside ``learn`` computed from ``self.updates`` when read.
+        self.due: Mapping[str, bool] = CurrentCadences(self)
+        self.storage = ReplayStorage(self.device)
+        self.compiled_step: CompiledStep | None = None
+        self.compile_reason = "not planned yet"
 
     def resolve_precision(self, convolutional: bool = False) -> str:
         """``cfg.precision`` with ``auto`` decided for these networks (``cfg.hidden_sizes``, ``cfg.batch_size``; an
@@ -139,7 +178,22 @@ class OffPolicyPolicy(Policy):
                                  int(cfg.get("batch_size", 1)), convolutional)
 
     def environment_record(self) -> dict[str, Any]:
-        return {"precision": self.precision}
+        record: dict[str, Any] = {"precision": self.precision}
+        if not self.acting_only:
+            record["compile"] = self.compiled_step is not None and self.compiled_step.active
+            record["compile_reason"] = self.compile_reason
+            if self.compiled_step is not None:
+                record.update(self.compiled_step.record())
+        return record
+
+    def plan_learning(self, updates: int | None) -> None:
+        """Called by the pipeline once it knows how many gradient updates the run plans (None: unknown): decides
+        ``policy.compile`` (``auto``: on when the compile pays; see ``zoo.policies.compiled``)."""
+        requested = self.cfg.get("compile", "off")
+        compile_step, self.compile_reason = resolve_compile(requested, self.compilable, updates, self.device,
+                                                            type(self).__name__)
+        self.compiled_step = CompiledStep(self.learning_step, type(self).__name__, requested == "on",
+                                          self.device) if compile_step else None
 
     # -- acting -------------------------------------------------------------------------------------------
     def set_progress(self, ctx: LearnContext) -> None:
@@ -155,10 +209,24 @@ class OffPolicyPolicy(Policy):
         return CollectOutput(self.explore(obs))
 
     # -- learning -----------------------------------------------------------------------------------------
+    def draw(self, replay: ReplayBuffer) -> dict[str, torch.Tensor]:
+        """The host-side part of one minibatch, outside the step: ``{"rows": ...}``, ``cfg.batch_size`` rows drawn
+        uniformly with torch's global generator (on the device where it is a GPU: no copy, no sync), which
+        ``gather`` reads inside the step; or a whole minibatch read on the host (a dict without ``rows``)."""
+        device = self.device if self.device.type == "cuda" else None
+        return {"rows": torch.randint(len(replay), (self.cfg.batch_size,), device=device)}
+
+    def gather(self, storage: dict[str, torch.Tensor], drawn: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The minibatch, inside the step: the replay's fields (``ReplayStorage``) at the drawn rows."""
+        rows = drawn["rows"]
+        return {name: column[rows] for name, column in storage.items()}
+
     def sample_minibatch(self, replay: ReplayBuffer) -> dict[str, torch.Tensor]:
         """``cfg.batch_size`` rows drawn uniformly with torch's global generator, as tensors on the device."""
-        rows = torch.randint(len(replay), (self.cfg.batch_size,)).numpy()
-        return replay.take(rows).as_tensors(self.device)
+        return self._minibatch(self.storage.of(replay), self.draw(replay))
+
+    def _minibatch(self, storage: dict[str, torch.Tensor], drawn: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.gather(storage, drawn) if "rows" in drawn else drawn
 
     def sample_windows(self, replay: ReplayBuffer, steps: int) -> dict[str, torch.Tensor]:
         """Like ``sample_minibatch`` (the same draw of start rows), for n-step targets: ``obs`` and ``action`` of
@@ -180,19 +248,44 @@ class OffPolicyPolicy(Policy):
                   "truncated": truncated, "next_obs": replay.next_obs[last]}
         return {key: torch.as_tensor(value, device=self.device) for key, value in arrays.items()}
 
-    def learn(self, batch: ReplayBuffer, ctx: LearnContext) -> dict[str, float]:
+    def cadences(self) -> dict[str, int]:
+        """Named intervals, in updates, of the parts of ``update`` that do not run every update (e.g. ``{"actor":
+        2}``): before each update the base sets ``self.due[name] = self.updates % interval == 0``. None by default."""
+        return {}
+
+    def learning_step(self, storage: dict[str, torch.Tensor], drawn: dict[str, torch.Tensor],
+                      ctx: LearnContext) -> dict[str, Any]:
+        """One update as the compiled step runs it: the minibatch gathered from ``storage`` at ``drawn``, then
+        ``update`` (under bf16 autocast when ``self.precision`` is bf16)."""
+        batch = self._minibatch(storage, drawn)
+        with learning_precision(self.precision, self.device):
+            return self.update(batch, ctx)
+
+    def learn(self, batch: ReplayBuffer, ctx: LearnContext) -> dict[str, Any]:
         """``ctx.updates`` updates, each on a fresh minibatch of the replay buffer ``batch``; each metric is the
-        mean over the updates that reported it, followed by ``learn_metrics()``."""
+        mean over the updates that reported it (tensors for a compile-ready policy: read them once per row),
+        followed by ``learn_metrics()``."""
         self.prepare_learning(batch, ctx)
-        totals: dict[str, list[float]] = {}
+        totals: dict[str, list[Any]] = {}
+        legacy = not self.compilable and type(self).sample_minibatch is not OffPolicyPolicy.sample_minibatch
+        storage = self.storage.of(batch)
+        cadences = self.cadences()
         for _ in range(ctx.updates):
             self.before_update()
-            minibatch = self.sample_minibatch(batch)
+            drawn = {"minibatch": self.sample_minibatch(batch)} if legacy else self.draw(batch)
             self.updates += 1
-            with learning_precision(self.precision, self.device):
-                metrics = self.update(minibatch, ctx)
+            self.due = {name: self.updates % interval == 0 for name, interval in cadences.items()}
+            if legacy:
+                with learning_precision(self.precision, self.device):
+                    metrics = self.update(drawn["minibatch"], ctx)
+            elif self.compiled_step is not None and not self.eager_update():
+                metrics = self.compiled_step(tuple(self.due.values()), storage, drawn, ctx)
+            else:
+                metrics = self.learning_step(storage, drawn, ctx)
+            self.after_update()
             for key, value in metrics.items():
                 totals.setdefault(key, []).append(value)
+        self.due = CurrentCadences(self)
         metrics = {key: sum(values) / len(values) for key, values in totals.items()}
         metrics.update(self.learn_metrics())
         return metrics
@@ -203,9 +296,18 @@ class OffPolicyPolicy(Policy):
     def before_update(self) -> None:
         """Hook: before each minibatch is drawn, with ``self.updates`` not yet counting it (nothing by default)."""
 
-    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
+    def eager_update(self) -> bool:
+        """Hook: True for an update that must run eager although the step is compiled, one with host-side work
+        inside it (SAC-ACE's reset); read after ``self.due`` is set. False by default."""
+        return False
+
+    def after_update(self) -> None:
+        """Hook: after each update, outside the compiled step, with ``self.due`` still that update's (nothing by
+        default)."""
+
+    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, Any]:
         """One gradient update on ``batch`` (the replay's fields as tensors: obs, action (env actions), reward,
-        next_obs, terminated, truncated); returns its metrics."""
+        next_obs, terminated, truncated); returns its metrics (floats, or 0-dim tensors where ``compilable``)."""
         raise NotImplementedError
 
     def learn_metrics(self) -> dict[str, float]:

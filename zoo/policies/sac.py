@@ -25,11 +25,11 @@ from easydict import EasyDict
 from torch import nn
 
 from ..config.schema import Field
-from ..errors import ConfigError, NonFiniteError
+from ..errors import ConfigError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box
+from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import EnsembleQ, SquashedGaussianActor
 
@@ -45,6 +45,7 @@ class _LogAlpha(nn.Module):
 class SACPolicy(OffPolicyPolicy):
     """Soft actor-critic for bounded 1-D Box actions."""
 
+    compilable: ClassVar[bool] = True
     acting_parts: ClassVar[tuple[str, ...]] = ("actor",)
     learning_parts: ClassVar[tuple[str, ...]] = ("critic", "target", "actor_optimizer", "critic_optimizer",
                                                  "alpha_optimizer")
@@ -169,9 +170,12 @@ class SACPolicy(OffPolicyPolicy):
         out = (self.target if target else self.critic)(obs, action, detach_weights)
         return out.squeeze(-1) if self.support is None else self.support.to_scalar(out)
 
-    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
+    def cadences(self) -> dict[str, int]:
+        return {"actor": self.cfg.actor_update_interval, "target": self.cfg.target_update_interval}
+
+    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, torch.Tensor]:
         """One critic update; actor and temperature every ``actor_update_interval``, targets every
-        ``target_update_interval`` critic updates."""
+        ``target_update_interval`` critic updates (``self.due``). Sync-free: one graph when compiled."""
         cfg = self.cfg
         obs, next_obs = batch["obs"].flatten(1), batch["next_obs"].flatten(1)
         action = self.actions.to_unit(batch["action"].reshape(len(obs), -1))
@@ -189,39 +193,39 @@ class SACPolicy(OffPolicyPolicy):
         else:
             critic_loss = self.support.loss(out, target_q.expand(out.shape[0], -1)) * out.shape[0]
             q_mean = self.support.to_scalar(out.detach()).mean()
-        self.critic_optimizer.backward_and_step(critic_loss, cfg.max_grad_norm, ctx.sync_gradients)
-        metrics = {"critic_loss": critic_loss.item(), "q_mean": q_mean.item()}
-        if self.updates % cfg.actor_update_interval == 0:
+        metrics = {"critic_loss": self.critic_optimizer.minimize(critic_loss, cfg.max_grad_norm,
+                                                                          ctx.sync_gradients), "q_mean": q_mean}
+        if self.due["actor"]:
             metrics.update(self._update_actor_and_alpha(obs, alpha, ctx))
             self.after_actor_update()
-        self.update_target(self.target_flat, self.critic_optimizer.flat, cfg.tau, cfg.target_update_interval)
+        if self.due["target"]:
+            soft_update(self.target_flat, self.critic_optimizer.flat, cfg.tau)
         return metrics
 
     def after_actor_update(self) -> None:
-        """Hook: right after an actor update, its gradients still in place (SAC-ACE's resets)."""
+        """Hook: right after an actor update, its gradients still in place (SAC-ACE's resets); runs inside the
+        compiled step unless ``eager_update()`` said so for this update."""
 
-    def _update_actor_and_alpha(self, obs: torch.Tensor, alpha: torch.Tensor, ctx: LearnContext) -> dict[str, float]:
+    def _update_actor_and_alpha(self, obs: torch.Tensor, alpha: torch.Tensor,
+                                ctx: LearnContext) -> dict[str, torch.Tensor]:
         cfg = self.cfg
         action, per_dim, log_prob = self._sample(obs)
         q = self.q_values(obs, action, detach_weights=True).min(0).values
         actor_loss = (alpha * log_prob - q).mean()
-        self.actor_optimizer.backward_and_step(actor_loss, cfg.max_grad_norm, ctx.sync_gradients)
-        metrics = {"actor_loss": actor_loss.item(), "entropy": -per_dim.detach().sum(-1).mean().item()}
+        metrics = {"actor_loss": self.actor_optimizer.minimize(actor_loss, cfg.max_grad_norm, ctx.sync_gradients),
+                   "entropy": -per_dim.detach().sum(-1).mean()}
         if cfg.auto_alpha:
-            # loss(log_alpha) = -log_alpha * mean(log_prob + target_entropy): its gradient is written directly,
-            # without a backward pass through a graph this small.
-            gap = float(log_prob.detach().mean()) + self.target_entropy
-            optimizer = self.alpha_optimizer
-            optimizer.grad.fill_(-gap)
-            ctx.sync_gradients(optimizer.grad)
-            if not np.isfinite(gap):
-                raise NonFiniteError(f"the temperature's gradient is not finite (mean log-prob {gap})")
-            metrics["alpha_loss"] = -float(self.alpha_module.log_alpha.detach()) * gap
-            optimizer.step()
+            # loss(log_alpha) = -log_alpha * mean(log_prob + target_entropy): its gradient, -gap, is written
+            # directly, without a backward pass through a graph this small.
+            gap = log_prob.detach().mean() + self.target_entropy
+            grad = -gap.reshape(1)
+            ctx.sync_gradients(grad)
+            log_alpha = self.alpha_module.log_alpha.detach()
+            metrics["alpha_loss"] = -log_alpha * self.alpha_optimizer.apply_gradient(grad, gap)
         return metrics
 
-    def learn_metrics(self) -> dict[str, float]:
-        return {"alpha": float(self.alpha_module.log_alpha.detach().exp())}
+    def learn_metrics(self) -> dict[str, torch.Tensor]:
+        return {"alpha": self.alpha_module.log_alpha.detach().exp()}
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

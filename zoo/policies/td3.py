@@ -30,7 +30,7 @@ from torch import nn
 from ..config.schema import Field
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box
+from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import _ACTIVATIONS, EnsembleQ
 
@@ -55,6 +55,7 @@ class DeterministicActor(nn.Module):
 class TD3Policy(OffPolicyPolicy):
     """Twin Delayed DDPG for bounded 1-D Box actions."""
 
+    compilable: ClassVar[bool] = True
     acting_parts: ClassVar[tuple[str, ...]] = ("actor",)
     learning_parts: ClassVar[tuple[str, ...]] = ("critic", "actor_target", "critic_target", "actor_optimizer",
                                                  "critic_optimizer")
@@ -136,21 +137,24 @@ class TD3Policy(OffPolicyPolicy):
         # A terminated transition does not bootstrap; a truncated one does, from its final observation.
         return reward + self.cfg.gamma * (1.0 - terminated.float()) * next_q
 
-    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, float]:
-        """One critic update; every ``policy_delay``-th also the actor and the targets."""
+    def cadences(self) -> dict[str, int]:
+        return {"actor": self.cfg.policy_delay}
+
+    def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, torch.Tensor]:
+        """One critic update; every ``policy_delay``-th (``self.due["actor"]``) also the actor and the targets.
+        Sync-free: one graph when compiled."""
         cfg = self.cfg
         obs, next_obs = batch["obs"].flatten(1), batch["next_obs"].flatten(1)
         action = self.actions.to_unit(batch["action"].reshape(len(obs), -1))
         target_q = self.td_target(batch["reward"], next_obs, batch["terminated"])
         q = self.critic(obs, action).squeeze(-1)
         critic_loss = (q - target_q).pow(2).mean(1).sum()
-        self.critic_optimizer.backward_and_step(critic_loss, cfg.max_grad_norm, ctx.sync_gradients)
-        metrics = {"critic_loss": critic_loss.item(), "q_mean": q.detach().mean().item()}
-        if self.updates % cfg.policy_delay == 0:
+        metrics = {"critic_loss": self.critic_optimizer.minimize(critic_loss, cfg.max_grad_norm, ctx.sync_gradients),
+                   "q_mean": q.detach().mean()}
+        if self.due["actor"]:
             # Q_1 alone, its weights held fixed: the actor's gradient flows through the action only.
             actor_loss = -self.critic(obs, self.actor(obs), detach_weights=True)[0].mean()
-            self.actor_optimizer.backward_and_step(actor_loss, cfg.max_grad_norm, ctx.sync_gradients)
-            metrics["actor_loss"] = actor_loss.item()
-            self.update_target(self.actor_target_flat, self.actor_optimizer.flat, cfg.tau)
-            self.update_target(self.critic_target_flat, self.critic_optimizer.flat, cfg.tau)
+            metrics["actor_loss"] = self.actor_optimizer.minimize(actor_loss, cfg.max_grad_norm, ctx.sync_gradients)
+            soft_update(self.actor_target_flat, self.actor_optimizer.flat, cfg.tau)
+            soft_update(self.critic_target_flat, self.critic_optimizer.flat, cfg.tau)
         return metrics
