@@ -23,8 +23,9 @@ __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_own"
            "expected_config", "read_final_returns"]
 
 # What a run's config.yaml may hold differently from its entry's config: where the folder is, and the configs'
-# folder as this clone sees it.
-IGNORED_KEYS = ("runs_dir", "exp_name", "import_paths")
+# folder as this clone sees it; and how the learning step ran (compiled or eager: the same updates within float
+# rounding), which does not change what a run learns.
+IGNORED_KEYS = ("runs_dir", "exp_name", "import_paths", "policy.compile")
 # A clone's configs/ beside the package (an editable install, or zoo run from the clone's root).
 PACKAGE_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -69,7 +70,7 @@ def _difference(expected: Any, found: Any, prefix: str = "") -> str | None:
     # The first key whose value differs; keys only one side has are left out (a key added to zoo since the run).
     if isinstance(expected, dict) and isinstance(found, dict):
         for key in expected:
-            if key in found and not (not prefix and key in IGNORED_KEYS):
+            if key in found and f"{prefix}{key}" not in IGNORED_KEYS:
                 difference = _difference(expected[key], found[key], f"{prefix}{key}.")
                 if difference is not None:
                     return difference

@@ -28,11 +28,19 @@ class RunFiles(Observer):
 
     def __init__(self, run_dir: RunDirectory) -> None:
         self.run_dir = run_dir
+        self.facts: dict[str, Any] | None = None  # this session's environment facts as environment.json has them
+
+    def start(self, loop: TrainingLoop) -> None:
+        self.facts = loop.environment_record()
 
     def row(self, loop: TrainingLoop, row: dict[str, Any]) -> None:
         self.run_dir.append_metrics(row)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("row %s", row)
+        facts = loop.environment_record()  # learnt while training, e.g. how long the learning step took to compile
+        if facts != self.facts:
+            self.run_dir.update_environment(facts)
+            self.facts = facts
 
     def best_model(self, loop: TrainingLoop, state: dict[str, Any]) -> None:
         self.run_dir.save_best_model(state)

@@ -244,6 +244,20 @@ class RunDirectory:
         sessions.append({**environment(), **(facts or {})})
         self._write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
 
+    def update_environment(self, facts: dict[str, Any]) -> None:
+        """Merge ``facts`` into this session's entry of ``environment.json`` (the last one ``record_environment``
+        added): facts learnt after the start, such as the learning step's compile time."""
+        path = self.root / ENVIRONMENT_FILE
+        try:
+            sessions = list(json.loads(path.read_text()).get("sessions", []))
+        except (OSError, ValueError, AttributeError):
+            sessions = []
+        if not sessions or not isinstance(sessions[-1], dict):
+            self.record_environment(facts)
+            return
+        sessions[-1] = {**sessions[-1], **facts}
+        self._write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
+
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one row to metrics.jsonl and metrics.csv (a key no earlier row had gets a new CSV column)."""
         with writing(self.path / METRICS_JSONL):

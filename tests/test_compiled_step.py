@@ -1,0 +1,187 @@
+"""The learning step compiled (zoo.policies.compiled): when ``policy.compile`` compiles, what a failed compile does,
+and -- where a compiler works here -- that compiled and eager updates agree within float rounding over hundreds of
+updates (SAC, SAC-ACE with its causal weights and a reset, TD3's two graphs, DQN one-step and n-step) and that a
+compiled run resumes exactly."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from easydict import EasyDict
+
+from zoo.data import ReplayBuffer, Transitions
+from zoo.errors import ConfigError
+from zoo.policies import DQNPolicy, LearnContext, OffPolicyPolicy, SACACEPolicy, SACPolicy, TD3Policy
+from zoo.policies import compiled as compiled_module
+from zoo.policies.compiled import AUTO_MIN_UPDATES, CompiledStep, compiler_status, resolve_compile
+from zoo.run import train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CPU = torch.device("cpu")
+BOX = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+OBS = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+
+
+# -- when it compiles ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def compiler_present(monkeypatch):
+    monkeypatch.setattr(compiled_module, "compiler_status", lambda: None)
+
+
+def test_auto_compiles_long_runs_only_and_off_never(compiler_present):
+    assert resolve_compile("auto", True, AUTO_MIN_UPDATES, CPU, "SACPolicy") == (True, "auto")
+    on, reason = resolve_compile("auto", True, AUTO_MIN_UPDATES - 1, CPU, "SACPolicy")
+    assert not on and f"{AUTO_MIN_UPDATES - 1:,} planned updates" in reason
+    assert resolve_compile("off", True, 10**9, CPU, "SACPolicy") == (False, "policy.compile=off")
+    assert resolve_compile("on", True, 10, CPU, "SACPolicy") == (True, "policy.compile=on")  # on means on
+
+
+def test_on_is_refused_in_one_line_where_it_cannot_work_and_auto_falls_back(monkeypatch):
+    with pytest.raises(ConfigError, match="TinyPolicy's update is not compile-ready.*policy.compile=off"):
+        resolve_compile("on", False, 10**6, CPU, "TinyPolicy")
+    monkeypatch.setattr(compiled_module, "compiler_status", lambda: "no C++ compiler found")
+    with pytest.raises(ConfigError, match="policy.compile=on, but no C\\+\\+ compiler found: set policy.compile=off"):
+        resolve_compile("on", True, 10**6, CPU, "SACPolicy")
+    assert resolve_compile("auto", True, 10**6, CPU, "SACPolicy") == (False, "no C++ compiler found")
+    on, reason = resolve_compile("auto", True, 10**6, torch.device("meta"), "SACPolicy")
+    assert not on and "not meta" in reason
+
+
+def test_a_plugin_update_that_is_not_compile_ready_trains_eager_under_auto(compiler_present):
+    class Plugin(OffPolicyPolicy):
+        fields = {}
+
+    policy = Plugin(EasyDict(batch_size=4, compile="auto"), OBS, BOX, CPU)
+    policy.plan_learning(10**6)
+    assert policy.compiled_step is None
+    record = policy.environment_record()
+    assert record["compile"] is False and "Plugin's update is not compile-ready" in record["compile_reason"]
+
+
+def test_a_failed_compile_is_one_line_and_eager_or_refused_under_on(caplog):
+    def not_traceable(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if float(x.sum()) > 0 else x  # a host sync and a branch on its value: no single graph
+    x = torch.ones(3)
+    step = CompiledStep(not_traceable, "Toy", required=False, device=CPU)
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        assert torch.equal(step("variant", x), x * 2)
+    assert not step.active and len(caplog.records) == 1
+    assert caplog.records[0].getMessage().startswith("compiling Toy's learning step failed (")
+    assert caplog.records[0].getMessage().endswith("): training eager")
+    assert torch.equal(step("variant", -x), -x) and step.record()["compile_failure"] == step.failure
+    required = CompiledStep(not_traceable, "Toy", required=True, device=CPU)
+    with pytest.raises(ConfigError, match="policy.compile=on: compiling Toy's learning step failed .*compile=off"):
+        required("variant", x)
+
+
+def test_a_run_records_whether_its_step_was_compiled_and_why(tmp_path):
+    summary = train({"exp_name": "rec", "runs_dir": str(tmp_path), "env": {"id": "Pendulum-v1"},
+                     "policy": {"type": "sac", "hidden_sizes": [8], "batch_size": 8},
+                     "pipeline": {"learning_starts": 50, "steps_per_iteration": 50, "max_env_steps": 100,
+                                  "eval_every": 0, "buffer_size": 200}})
+    (session,) = json.loads((tmp_path / "rec" / "environment.json").read_text())["sessions"]
+    assert session["compile"] is False and session["compile_reason"].startswith("auto: 50 planned updates")
+    assert summary["env_steps"] == 100
+
+
+def test_the_bench_does_not_train_kept_runs_again_for_how_the_step_ran():
+    from zoo.bench.runs import _difference
+
+    kept = {"seed": 0, "policy": {"type": "sac", "compile": "on", "batch_size": 256}}
+    assert _difference({"seed": 0, "policy": {"type": "sac", "compile": "auto", "batch_size": 256}}, kept) is None
+    assert "policy.batch_size" in _difference({"seed": 0, "policy": {"type": "sac", "batch_size": 128}}, kept)
+
+
+# -- compiled against eager (needs a working compiler) -------------------------------------------------------------
+needs_compiler = pytest.mark.skipif(compiler_status() is not None, reason=f"torch.compile unusable here: "
+                                                                          f"{compiler_status()}")
+
+
+def replay_for(discrete: bool, n: int = 400, seed: int = 0) -> ReplayBuffer:
+    rng = np.random.default_rng(seed)
+    replay = ReplayBuffer(n, (5,), () if discrete else (2,), action_dtype=np.int64 if discrete else np.float32)
+    episode_end = rng.random(n) < 0.05
+    replay.add(Transitions(
+        obs=rng.normal(size=(n, 5)).astype(np.float32),
+        action=rng.integers(0, 3, n) if discrete else rng.uniform(-2, 2, (n, 2)).astype(np.float32),
+        reward=rng.normal(size=n).astype(np.float32), next_obs=rng.normal(size=(n, 5)).astype(np.float32),
+        terminated=episode_end & (rng.random(n) < 0.5), truncated=episode_end & (rng.random(n) >= 0.5),
+        env=np.zeros(n, np.int32)))
+    return replay
+
+
+CASES = {
+    "sac": (SACPolicy, {}),
+    "sac_ace": (SACACEPolicy, {"causal_interval": 100, "causal_sample_size": 300, "causal_apply_after": 3,
+                               "reset_interval": 120, "reset_start": 100, "actor_update_interval": 2}),
+    "td3": (TD3Policy, {"policy_delay": 2}),
+    "dqn": (DQNPolicy, {"double_dqn": True}),
+    "dqn_nstep": (DQNPolicy, {"nstep": 3}),
+}
+
+
+def new_policy(name: str, mode: str) -> OffPolicyPolicy:
+    cls, overrides = CASES[name]
+    cfg = EasyDict({**cls.default_config, "hidden_sizes": [16, 16], "batch_size": 32, "compile": mode, **overrides})
+    torch.manual_seed(0)
+    policy = cls(cfg, OBS, gym.spaces.Discrete(3) if cls is DQNPolicy else BOX, CPU)
+    policy.plan_learning(10**6)
+    return policy
+
+
+def learn(policy: OffPolicyPolicy, replay: ReplayBuffer, seed: int, updates: int) -> list[dict[str, float]]:
+    torch.manual_seed(seed)
+    rows = []
+    for call in range(updates // 10):  # ten updates per call, as gradient_steps=10 would
+        metrics = policy.learn(replay, LearnContext(updates=10, env_steps=100 + 10 * call))
+        rows.append({key: float(value) for key, value in metrics.items()})
+    return rows
+
+
+def flat_state(policy: OffPolicyPolicy) -> torch.Tensor:
+    tensors = []
+
+    def walk(value):
+        if isinstance(value, dict):
+            for key in sorted(value):
+                walk(value[key])
+        elif isinstance(value, torch.Tensor) and value.is_floating_point():
+            tensors.append(value.reshape(-1))
+    walk(policy.state_dict())
+    return torch.cat(tensors)
+
+
+@pytest.mark.slow  # compiles each case's graphs: about 10 s per graph here
+@needs_compiler
+@pytest.mark.parametrize("name", list(CASES))
+def test_compiled_and_eager_updates_agree_over_hundreds_of_updates_and_resume_exactly(name):
+    replay = replay_for(name.startswith("dqn"))
+    eager, compiled = new_policy(name, "off"), new_policy(name, "on")
+    assert compiled.compiled_step is not None and eager.compiled_step is None
+    eager_rows, compiled_rows = learn(eager, replay, 1, 300), learn(compiled, replay, 1, 300)
+    assert compiled.compiled_step.active, compiled.compiled_step.failure
+    assert compiled.environment_record()["compile_graphs"] == (2 if name in ("td3", "sac_ace") else 1)
+    for eager_row, compiled_row in zip(eager_rows, compiled_rows, strict=True):
+        assert eager_row.keys() == compiled_row.keys()
+        for key in eager_row:
+            assert compiled_row[key] == pytest.approx(eager_row[key], rel=1e-3, abs=1e-5), key
+    a, b = flat_state(eager), flat_state(compiled)
+    assert ((a - b).norm() / a.norm()) < 1e-5
+    if name == "sac_ace":  # its causal weights were refitted and applied, and the reset ran (eager) in between
+        assert compiled.causal.fits >= 1 and compiled.resets == eager.resets == 2
+        assert eager_rows[-1]["causal_weight_0"] == pytest.approx(compiled_rows[-1]["causal_weight_0"], rel=1e-4)
+    # Resume within the compiled mode: a fresh compiled policy loads the state and draws on as the unbroken one.
+    state, rng = copy.deepcopy(compiled.state_dict()), torch.get_rng_state()
+    unbroken = learn(compiled, replay, 2, 50)
+    resumed_policy = new_policy(name, "on")
+    resumed_policy.load_state_dict(state)
+    torch.set_rng_state(rng)
+    assert learn(resumed_policy, replay, 2, 50) == unbroken
+    assert torch.equal(flat_state(resumed_policy), flat_state(compiled))
