@@ -28,7 +28,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -111,20 +111,44 @@ class CompiledStep:
 
     The first call of each variant compiles it (timed into ``seconds``); a failure there is one log line and eager
     from then on (``required=False``), or a ConfigError (``required=True``) raised before the step changed
-    anything. ``fn`` must be sync-free: see the module docstring.
+    anything. ``fn`` must be sync-free: see the module docstring. The graph is traced with gradients off at its
+    boundary and on inside (``fn`` takes its gradients itself), so it is one inference graph, no autograd around it.
+
+    On CUDA the graph is also captured as a CUDA graph (``mode="reduce-overhead"``) unless ``ZOO_CUDA_GRAPHS=0``:
+    ``static()`` names the tensors the step reads and writes in place (weights, optimiser state, the replay's
+    device mirror), whose addresses the captured graph keeps; the step's outputs are copied out after each replay.
     """
 
-    def __init__(self, fn: Callable[..., Any], what: str, required: bool, device: torch.device) -> None:
+    def __init__(self, fn: Callable[..., Any], what: str, required: bool, device: torch.device,
+                 static: Callable[[], Iterable[torch.Tensor]] = tuple) -> None:
         self.eager = fn
         self.what, self.required = what, required
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
+        self.cuda_graphs = device.type == "cuda" and os.environ.get("ZOO_CUDA_GRAPHS", "1") != "0"
+        self._static = static
         # On the CPU random ops call torch's own generator in program order, as eager does (same numbers, exact
         # resume); on CUDA inductor's own Philox generator, which graph capture supports.
         options = {"fallback_random": device.type == "cpu"}
-        self.compiled = torch.compile(fn, fullgraph=True, dynamic=False, options=options)
+
+        def graph(*args: Any) -> Any:
+            with torch.enable_grad():
+                return fn(*args)
+
+        self.compiled = torch.compile(graph, fullgraph=True, dynamic=False, options=options,
+                                      mode="reduce-overhead" if self.cuda_graphs else None)
         self.variants: set[Hashable] = set()
         self.seconds = 0.0
         self.failure: str | None = None
+
+    def _run(self, args: tuple[Any, ...]) -> Any:
+        if not self.cuda_graphs:
+            with torch.no_grad():
+                return self.compiled(*args)
+        torch.compiler.cudagraph_mark_step_begin()
+        with torch.no_grad():
+            result = self.compiled(*args)
+        # the captured graph's outputs are overwritten by its next replay: keep copies
+        return torch.utils._pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, result)
 
     @property
     def active(self) -> bool:
@@ -135,11 +159,14 @@ class CompiledStep:
         if self.failure is not None:
             return self.eager(*args)
         if variant in self.variants:
-            return self.compiled(*args)
+            return self._run(args)
         start = time.perf_counter()
         try:
+            if self.cuda_graphs and not self.variants:
+                for tensor in self._static():
+                    torch._dynamo.mark_static_address(tensor)
             with torch._dynamo.config.patch(trace_autograd_ops=True):
-                result = self.compiled(*args)
+                result = self._run(args)
         except Exception as exc:  # compile errors come in many types; each is reported in one line
             first_line = (str(exc).strip().splitlines() or [""])[0][:300]
             self.failure = f"{type(exc).__name__}: {first_line}"
@@ -158,7 +185,8 @@ class CompiledStep:
     def record(self) -> dict[str, Any]:
         """Facts for the run's environment record: graphs, compile seconds, the cache, a failure."""
         record: dict[str, Any] = {"compile_graphs": len(self.variants), "compile_seconds": round(self.seconds, 2),
-                                  "inductor_cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
+                                  "inductor_cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+                                  "cuda_graphs": self.cuda_graphs}
         if self.failure is not None:
             record["compile_failure"] = self.failure
         return record

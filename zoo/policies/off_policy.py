@@ -54,6 +54,7 @@ from ..data import ReplayBuffer
 from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
 from .compiled import COMPILE_FIELD, CompiledStep, resolve_compile
+from .optim import FlatOptimizer
 from .precision import PRECISIONS, learning_precision, resolve_precision
 from .replay_storage import ReplayStorage
 
@@ -192,8 +193,22 @@ class OffPolicyPolicy(Policy):
         requested = self.cfg.get("compile", "off")
         compile_step, self.compile_reason = resolve_compile(requested, self.compilable, updates, self.device,
                                                             type(self).__name__)
-        self.compiled_step = CompiledStep(self.learning_step, type(self).__name__, requested == "on",
-                                          self.device) if compile_step else None
+        self.compiled_step = CompiledStep(self.learning_step, type(self).__name__, requested == "on", self.device,
+                                          self.state_tensors) if compile_step else None
+
+    def state_tensors(self) -> Iterator[torch.Tensor]:
+        """Every tensor the learning step reads or writes in place: the networks' parameters and buffers, the
+        optimisers' state (``FlatOptimizer.tensors``), tensor attributes (flat target buffers, SAC-ACE's causal
+        weights) and the replay's storage on the device (what a captured CUDA graph keeps the addresses of)."""
+        for value in vars(self).values():
+            if isinstance(value, FlatOptimizer):
+                yield from value.tensors()
+            elif isinstance(value, nn.Module):
+                yield from value.parameters()
+                yield from value.buffers()
+            elif isinstance(value, torch.Tensor):
+                yield value
+        yield from self.storage.columns()
 
     # -- acting -------------------------------------------------------------------------------------------
     def set_progress(self, ctx: LearnContext) -> None:

@@ -114,6 +114,11 @@ class FlatOptimizer:
     def steps(self, value: int) -> None:
         self.step_count.fill_(int(value))
 
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the optimiser's state (parameters, gradients, moments, counters), for graph capture."""
+        moments = [self.exp_avg] if self.algorithm == "adam" else []
+        return [self.flat, self.grad, *moments, self.exp_avg_sq, self.step_count, self.lr_tensor, self.grad_norm]
+
     def reset_state(self) -> None:
         """Forget the moment estimates and the step count (after the parameters were re-initialised)."""
         self.step_count.zero_()

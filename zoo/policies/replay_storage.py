@@ -42,6 +42,10 @@ class ReplayStorage:
             self._sync(replay)
         return self._columns
 
+    def columns(self) -> list[torch.Tensor]:
+        """The column tensors of the current replay (none before the first ``of``)."""
+        return list(self._columns.values())
+
     def _sync(self, replay: ReplayBuffer) -> None:
         generation, synced = self._synced
         new = replay.added - synced
@@ -54,8 +58,9 @@ class ReplayStorage:
         for name, column in self._columns.items():
             source = getattr(replay, name)
             if rows is None:
-                column[: len(replay)].copy_(torch.from_numpy(source[: len(replay)]), non_blocking=False)
-            else:
-                index = torch.from_numpy(rows).to(self.device)
-                column.index_copy_(0, index, torch.from_numpy(source[rows]).to(self.device))
+                column[: len(replay)].copy_(torch.from_numpy(source[: len(replay)]))
+            else:  # through pinned memory, asynchronously: no wait for the step queued before it
+                index = torch.from_numpy(rows).pin_memory().to(self.device, non_blocking=True)
+                values = torch.from_numpy(np.ascontiguousarray(source[rows])).pin_memory()
+                column.index_copy_(0, index, values.to(self.device, non_blocking=True))
         self._synced = (replay.generation, replay.added)
