@@ -65,6 +65,8 @@ def speed(runs: Path, args: argparse.Namespace) -> list[dict]:
                        ("cuda_graphs", "cuda", "on", "fp32", "1"), ("cuda_graphs_bf16", "cuda", "on", "bf16", "1")]
     results = []
     for name, device, compile_mode, precision, graphs in contenders:
+        if args.contenders and name not in args.contenders:
+            continue
         config = speed_config(runs, name, device, compile_mode, precision, args)
         code, out, seconds = zoo(["run", "--config", str(config)], {"ZOO_CUDA_GRAPHS": graphs}, args.part_timeout)
         result = {"contender": name, "exit": code, "seconds": round(seconds, 1)}
@@ -124,9 +126,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--measured", type=int, default=2000)
     parser.add_argument("--part-timeout", type=float, default=240.0)
+    parser.add_argument("--contenders", nargs="*", help="only these speed contenders (default: all)")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-smoke", action="store_true")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))  # run from a checkout
     import torch
 
     from zoo.policies.compiled import compiler_status

@@ -128,14 +128,14 @@ class CompiledStep:
         self._static = static
         # On the CPU random ops call torch's own generator in program order, as eager does (same numbers, exact
         # resume); on CUDA inductor's own Philox generator, which graph capture supports.
-        options = {"fallback_random": device.type == "cpu"}
+        options = {"fallback_random": device.type == "cpu", "triton.cudagraphs": self.cuda_graphs}
 
         def graph(*args: Any) -> Any:
             with torch.enable_grad():
                 return fn(*args)
 
-        self.compiled = torch.compile(graph, fullgraph=True, dynamic=False, options=options,
-                                      mode="reduce-overhead" if self.cuda_graphs else None)
+        self.compiled = torch.compile(graph, fullgraph=True, dynamic=False, options=options)  # cudagraphs: as
+        # mode="reduce-overhead" does (torch.compile takes a mode or options, not both)
         self.variants: set[Hashable] = set()
         self.seconds = 0.0
         self.failure: str | None = None
