@@ -162,3 +162,5 @@ def test_the_readme_is_a_front_door_with_the_two_commands_near_the_top():
     assert install in top
     assert "python -m pytest -q" in top
     assert len(lines) <= 200, f"README.md has {len(lines)} lines: move detail into docs/ (the site) and link it"
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", "\n".join(lines)):  # the site does not check these
+        assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
