@@ -1,6 +1,6 @@
 """Promises kept under attack: a foreign run directory runs no code, every run resumes, nothing fails silently.
 
-Each test breaks if one promise of the README's run-directory section regresses, with real processes where the
+Each test breaks if one promise of docs/promises.md regresses, with real processes where the
 promise is about processes: SIGKILL at every phase of a run's life (iteration 0 and mid-write included) and
 resume, a config.yaml cut or edited behind the checkpoint's back, damaged metrics, a run directory moved and
 copied under a running process, writes past the file-size limit, a read-only run directory, a missing replay

@@ -1,6 +1,6 @@
 """Run directories you can trust: kills, signals, locks, NaNs, hostile checkpoints, failed writes, extensions.
 
-Each test breaks one promise of the README's run-directory section if its behaviour regresses: a real SIGKILL of
+Each test breaks one promise of docs/promises.md if its behaviour regresses: a real SIGKILL of
 a subprocess followed by --resume gives the metrics of an unbroken run; every stop signal saves a consistent
 state and exits 128 + N; a second owner is refused; a NaN stops the run without overwriting the last good
 checkpoint; loading weights never runs code from a checkpoint.

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .run.load import Agent
 
 __version__ = "0.1.0"
+"""The version of the installed zoo-rl package."""
 __all__ = ["__version__", "load", "train"]
 
 

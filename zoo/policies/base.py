@@ -131,7 +131,7 @@ class LearnContext:
     """What ``Policy.learn`` gets besides the batch: progress, counters and the data-parallel hooks.
 
     Attributes:
-        progress: the schedule position in [0, 1] (fraction of the env-step budget; see the README on
+        progress: the schedule position in [0, 1] (fraction of the env-step budget; see docs/configs.md on
             extending a finished run).
         iteration: iterations completed before this one; env_steps: env steps collected so far, this
             iteration's included.

@@ -30,7 +30,10 @@ from ._checks import check_broadcasts_to, check_gaussian_action, check_same_shap
 from .distributions import _categorical_log_prob_and_entropy, gaussian_entropy, gaussian_log_prob
 
 a2c_data = namedtuple("a2c_data", ["logit", "action", "value", "adv", "return_", "weight"])
+"""Input of the A2C losses: ``logit`` (logits, or ``{'mu', 'sigma'}`` for Gaussian actions), ``action``,
+``value``, ``adv``, ``return_`` and ``weight`` (None: uniform)."""
 a2c_loss = namedtuple("a2c_loss", ["policy_loss", "value_loss", "entropy_loss"])
+"""Output of the A2C losses: ``policy_loss``, ``value_loss`` and ``entropy_loss``, 0-dim tensors."""
 
 
 def _check_targets(value: torch.Tensor, adv: torch.Tensor, return_: torch.Tensor, leading: torch.Size) -> None:

@@ -28,6 +28,8 @@ import torch
 
 # What direct_lingam returns: the causal order (causes first) and the weighted adjacency B (B[i, j]: effect j -> i).
 lingam_result = namedtuple("lingam_result", ["causal_order", "adjacency"])
+"""Output of ``direct_lingam``: ``causal_order`` (variable indices, most exogenous first) and ``adjacency``
+(``B[i, j]``: the direct effect of variable j on variable i)."""
 
 # Constants of the maximum-entropy approximation H(u) ~ H(gauss) - k1 (E log cosh u - gamma)^2 - k2 (E u e^{-u^2/2})^2
 # for standardised u (Hyvärinen 1998); the Gaussian constant cancels in every difference and is left out.

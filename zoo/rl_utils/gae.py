@@ -16,6 +16,9 @@ from ._checks import check_same_shape
 from ._scan import backward_linear_recurrence, compute_dtype, fused_gae, numpy_view, scan_numpy_inplace
 
 gae_data = namedtuple("gae_data", ["value", "next_value", "reward", "done", "traj_flag"])
+"""Input of ``gae``, time-major ``(T, B)``: ``value`` and ``next_value`` (the value of each step's next
+observation), ``reward``, ``done`` (terminated: no bootstrap) and ``traj_flag`` (the trace ends: terminated or
+truncated)."""
 
 
 def _as_float_flag(flag: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:

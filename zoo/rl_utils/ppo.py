@@ -46,6 +46,8 @@ ppo_data = namedtuple(
     ["logit_new", "logit_old", "action", "value_new", "value_old", "adv", "return_", "weight", "logit_pretrained"],
     defaults=(None,),
 )
+"""Input of ``ppo_error`` and ``ppo_error_multi_discrete``: new and old logits, ``action``, new and old
+values, ``adv``, ``return_``, ``weight`` (None: uniform) and ``logit_pretrained`` (only None is accepted)."""
 ppo_data_continuous = namedtuple(
     "ppo_data_continuous",
     [
@@ -54,18 +56,30 @@ ppo_data_continuous = namedtuple(
     ],
     defaults=(None,),
 )
+"""Input of ``ppo_error_continuous``: as ``ppo_data`` with ``mu_sigma_new`` and ``mu_sigma_old``
+(mappings ``{'mu': ..., 'sigma': ...}``) in place of the logits."""
 ppo_policy_data = namedtuple(
     "ppo_policy_data", ["logit_new", "logit_old", "action", "adv", "weight", "logit_pretrained"], defaults=(None,)
 )
+"""Input of ``ppo_policy_error``: new and old logits, ``action``, ``adv``, ``weight`` and
+``logit_pretrained`` (only None is accepted)."""
 ppo_policy_data_continuous = namedtuple(
     "ppo_policy_data_continuous",
     ["mu_sigma_new", "mu_sigma_old", "action", "adv", "weight", "logit_pretrained"],
     defaults=(None,),
 )
+"""Input of ``ppo_policy_error_continuous``: as ``ppo_policy_data`` with ``mu_sigma_new`` and
+``mu_sigma_old`` in place of the logits."""
 ppo_value_data = namedtuple("ppo_value_data", ["value_new", "value_old", "return_", "weight"])
+"""Input of ``ppo_value_error``: ``value_new``, ``value_old``, ``return_`` and ``weight``."""
 ppo_loss = namedtuple("ppo_loss", ["policy_loss", "value_loss", "entropy_loss"])
+"""Output of the PPO losses: ``policy_loss``, ``value_loss`` and ``entropy_loss``, 0-dim tensors (the
+entropy is positive: the caller subtracts it)."""
 ppo_policy_loss = namedtuple("ppo_policy_loss", ["policy_loss", "entropy_loss"])
+"""Output of the policy-only PPO losses: ``policy_loss`` and ``entropy_loss``, 0-dim tensors."""
 ppo_info = namedtuple("ppo_info", ["approx_kl", "clipfrac"])
+"""Diagnostics of the PPO losses, Python floats: ``approx_kl`` (the mean of ``old_logp - new_logp``) and
+``clipfrac`` (the share of samples whose ratio was clipped)."""
 
 
 def _check_clip(clip_ratio: float, dual_clip: float | None) -> None:

@@ -28,7 +28,11 @@ from ._checks import check_ndim, check_same_shape
 from ._scan import backward_linear_recurrence
 
 nstep_return_data = namedtuple("nstep_return_data", ["reward", "next_value", "done"])
+"""Input of ``nstep_return``: ``reward`` ``(nstep, B)``, ``next_value`` ``(B,)`` (the value after the n-th
+step) and ``done`` ``(B,)`` (terminated within the window: no bootstrap)."""
 td_lambda_data = namedtuple("td_lambda_data", ["value", "reward", "weight"])
+"""Input of ``td_lambda_error``: ``value`` ``(T+1, B)``, ``reward`` ``(T, B)`` and ``weight`` (``(B,)``,
+``(T, B)`` or None)."""
 
 
 def discount_cumsum(x: np.ndarray | torch.Tensor, gamma: float = 1.0) -> np.ndarray | torch.Tensor:

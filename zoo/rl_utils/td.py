@@ -25,6 +25,9 @@ from .returns import nstep_return, nstep_return_data
 q_nstep_td_data = namedtuple(
     "q_nstep_td_data", ["q", "next_n_q", "action", "next_n_action", "reward", "done", "weight"]
 )
+"""Input of ``q_nstep_td_error``: ``q`` ``(B, N)``, ``next_n_q`` ``(B, N)`` (Q-values after the n-th step),
+``action`` ``(B,)``, ``next_n_action`` ``(B,)`` (the action the bootstrap evaluates), ``reward`` ``(nstep, B)``,
+``done`` (terminated) and ``weight`` (``(B,)`` or None)."""
 
 
 def _first_end(done: torch.Tensor, truncated: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -30,7 +30,10 @@ from ._scan import backward_linear_recurrence, compute_dtype, fused_vtrace, nump
 from .distributions import categorical_log_prob, entropy, gaussian_entropy, gaussian_log_prob
 
 vtrace_data = namedtuple("vtrace_data", ["target_output", "behaviour_output", "action", "value", "reward", "weight"])
+"""Input of the V-trace losses: ``target_output`` and ``behaviour_output`` (logits, or ``{'mu', 'sigma'}``)
+``(T, B, ...)``, ``action`` and ``reward`` ``(T, B)``, ``value`` ``(T+1, B)`` and ``weight``."""
 vtrace_loss = namedtuple("vtrace_loss", ["policy_loss", "value_loss", "entropy_loss"])
+"""Output of the V-trace losses: ``policy_loss``, ``value_loss`` and ``entropy_loss``, 0-dim tensors."""
 
 Discount = float | torch.Tensor
 
