@@ -283,3 +283,27 @@ def test_resuming_a_custom_env_with_the_protocol_equals_the_unbroken_run(walks, 
         resumed = train(None, ["pipeline.max_env_steps=240"], resume=first["run_dir"])
     assert not [r for r in caplog.records if "not exact" in r.getMessage()]
     assert metrics_rows(Path(resumed["run_dir"]), TIMINGS) == metrics_rows(Path(unbroken["run_dir"]), TIMINGS)
+
+
+# -- flattened observations (toy text): gymnasium's FlattenObservation keeps a lambda, zoo's pickles -------------
+@pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Blackjack-v1"])  # Discrete and Tuple observations
+def test_a_toy_text_env_with_flattened_observations_continues_exactly(env_id):
+    unbroken = VectorCollector(env_id, 2, seed=1)
+    unbroken.start()
+    unbroken.transitions(None, 3)
+    state = _checkpointed(unbroken.state_dict())
+    assert state["env"] is not None
+    restored = VectorCollector(env_id, 2, seed=1)
+    restored.load_state_dict(state)
+    a, b = restored.transitions(None, 30), unbroken.transitions(None, 30)
+    assert all(np.array_equal(getattr(a, field), getattr(b, field)) for field in ("obs", "action", "reward",
+                                                                                   "next_obs", "terminated"))
+
+
+def test_a_vector_env_with_flattened_observations_pickles_and_flattens_alike():
+    from zoo.envs.wrappers import flatten_vector_observation
+
+    venv = flatten_vector_observation(gym.vector.SyncVectorEnv([functools.partial(gym.make, "FrozenLake-v1")] * 2))
+    copy = pickle.loads(pickle.dumps(venv))
+    assert np.array_equal(copy.reset(seed=3)[0], venv.reset(seed=3)[0])
+    assert copy.single_observation_space == venv.single_observation_space == gym.spaces.Box(0, 1, (16,), np.int64)
