@@ -186,10 +186,19 @@ def test_which_envs_zoo_captures_and_how():
             snapshot(_vector(lossy))
 
 
+class TaggedArray(np.ndarray):
+    """An array with an attribute, which numpy's pickling of the array drops."""
+
+
 def test_an_object_with_its_own_unknown_pickling_anywhere_in_an_env_is_not_captured():
     env = PlainWalk()
     env.helper = LossyWalk()  # not a layer: zoo adds no state for it, and its pickle loses some
     with pytest.raises(EnvNotCaptured, match="LossyWalk"):
+        snapshot(_vector(env))
+    env = PlainWalk()
+    env.goal = np.zeros(2).view(TaggedArray)
+    env.goal.tag = "lost in a pickle"
+    with pytest.raises(EnvNotCaptured, match="TaggedArray, pickled by numpy.ndarray"):
         snapshot(_vector(env))
 
 

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
+import numpy as np
 
 from ..errors import first_line
 
@@ -134,6 +135,12 @@ def _trusted(klass: type) -> bool:
     return any(module == name or module.startswith(name + ".") for name in TRUSTED_PICKLING)
 
 
+def _vouched_for(cls: type, definer: type) -> bool:
+    """Whether pickling through ``definer`` keeps an object of ``cls`` whole: ``definer`` is trusted, and ``cls`` is
+    no outside subclass of numpy's array, whose pickle drops a subclass's attributes."""
+    return _trusted(definer) and not (issubclass(cls, np.ndarray) and not _trusted(cls))
+
+
 class _CheckingPickler(pickle.Pickler):
     """A pickler that notes the first object whose own pickling zoo does not trust (the layers in ``handled``
     aside: zoo adds their state)."""
@@ -146,7 +153,7 @@ class _CheckingPickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if self.untrusted is None and not isinstance(obj, _BY_NAME) and id(obj) not in self.handled:
             definer = _own_pickling(type(obj))
-            if definer is not None and not _trusted(definer) and not _pickled_by_name(obj):
+            if definer is not None and not _vouched_for(type(obj), definer) and not _pickled_by_name(obj):
                 cls = type(obj)
                 self.untrusted = (f"{cls.__module__}.{cls.__qualname__}, pickled by "
                                   f"{definer.__module__}.{definer.__qualname__}")
