@@ -15,8 +15,9 @@ this seeds sub-env ``i`` with ``s + i``; a ``vector_entry_point`` env (e.g. Cart
 one generator for the whole batch, seeded with ``s``. Either way the same seed gives the same observations.
 
 Observations: zoo's policies take Box observations, so both ``make_env`` and ``make_vector_env`` flatten any other
-observation space when the env is built (gymnasium's ``FlattenObservation``: per sub-env in ``sync``/``async``
-mode, on the batch for a ``vector_entry_point`` env). Training, evaluation and ``zoo eval --video`` all build
+observation space when the env is built (gymnasium's ``FlattenObservation``, made picklable in
+``zoo.envs.wrappers`` so that checkpoints save such envs: per sub-env in ``sync``/``async`` mode, on the batch for a
+``vector_entry_point`` env). Training, evaluation and ``zoo eval --video`` all build
 their envs here and so all see the same flattened Box. Discrete and MultiDiscrete become one-hot Boxes,
 MultiBinary a Box of its 0/1 values, Dict and Tuple the concatenation of their flattened parts (Dict in
 gymnasium's sorted key order); a Box, image Boxes included, is left untouched. Spaces without a fixed-size flat
@@ -47,6 +48,7 @@ from ..lifetime import die_with_parent
 from ..registry import ENV_REGISTRY
 from .calls import GuardedCalls
 from .extras import missing_package_error
+from .wrappers import FlattenObservation, flatten_vector_observation
 
 VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
 
@@ -199,7 +201,7 @@ def _flattened(env_id: str, env: gym.Env) -> gym.Env:
     """``env`` itself when its observations are a Box, else wrapped in ``FlattenObservation``."""
     if not _needs_flattening(env_id, env.observation_space):
         return env
-    return gym.wrappers.FlattenObservation(env)
+    return FlattenObservation(env)
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
@@ -411,7 +413,7 @@ def _build_vector_env(
         venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs, **extra)
         try:
             if _needs_flattening(env_id, venv.single_observation_space):
-                venv = gym.wrappers.vector.FlattenObservation(venv)
+                venv = flatten_vector_observation(venv)
         except ConfigError:
             venv.close()
             raise

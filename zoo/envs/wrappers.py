@@ -336,6 +336,22 @@ class NormalizeReward(_NextStepWrapper):
         self.normalizer.load_state_dict(state["return_normalizer"])
 
 
+class FlattenObservation(gym.wrappers.FlattenObservation):
+    """gymnasium's ``FlattenObservation``, picklable: gymnasium's keeps a lambda, so a checkpoint could not save an
+    env with Discrete, Tuple or Dict observations (toy-text envs) and its resume restarted the episodes."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.func = functools.partial(gym.spaces.flatten, env.observation_space)
+
+
+def flatten_vector_observation(venv: gym.vector.VectorEnv) -> gym.vector.VectorEnv:
+    """``venv`` in gymnasium's vector ``FlattenObservation``, made picklable as ``FlattenObservation`` is."""
+    flattened = gym.wrappers.vector.FlattenObservation(venv)
+    flattened.wrapper.func = functools.partial(gym.spaces.flatten, venv.single_observation_space)
+    return flattened
+
+
 def wrap_vector_env(
     venv: gym.vector.VectorEnv,
     normalize_obs: bool = False,

@@ -4,14 +4,15 @@ The collector owns the env side of a run: the NEXT_STEP-autoreset vector env and
 episode statistics, observation and reward normalisation), the current observation and which sub-envs reset at
 the next step. It never changes weights: it only asks the policy for actions (``policy.rollout_actor`` for
 rollouts, ``policy.collect`` for replay transitions), and it always steps the env through its wrappers, so every
-config runs the same collection code. Its ``state_dict`` holds a pickled snapshot of the whole vector env
-(episodes in progress, env RNGs, normaliser statistics), so that a resumed run continues the very same episodes.
+config runs the same collection code. Its ``state_dict`` holds a snapshot of the whole vector env (episodes in
+progress, env RNGs, normaliser statistics: a pickle, plus what the pickle loses, such as a MuJoCo env's simulator
+state, through ``zoo.envs.state``), so that a resumed run continues the very same episodes. An env whose state zoo
+cannot capture is saved without its episodes: the resume says so in one line and restarts them.
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +22,7 @@ from easydict import EasyDict
 
 from ..data import Rollout, Transitions
 from ..envs import EnvSpec, wrap_vector_env
+from ..envs.state import EnvNotCaptured, EnvNotRestored, restore, snapshot
 from ..envs.wrappers import EpisodeStats, NormalizeObservation, NormalizeReward
 from ..errors import ConfigError, first_line
 from ..policies.base import Policy
@@ -80,6 +82,7 @@ class VectorCollector:
         self.pending_reset = np.zeros(num_envs, dtype=bool)
         self.resets = 0
         self._unsaved_reported = False
+        self._uncaptured: str | None = None  # the layer zoo cannot capture, at the last snapshot
         self._episodes_lost = False  # a stop interrupted the envs mid-call (``abandon``)
         self.report = True  # whether to warn about an inexact resume (one worker of several says it for all)
 
@@ -226,20 +229,32 @@ class VectorCollector:
         self._episodes_lost = True
 
     # -- state --------------------------------------------------------------------------------------------
+    def _warn(self, message: str) -> None:
+        if self.report:
+            logging.getLogger("zoo").warning(message)
+
     def _env_snapshot(self) -> bytes | None:
+        """The vector env with its episodes in progress (``zoo.envs.state``: the pickle plus what it loses), or None
+        when zoo cannot capture it (``self._uncaptured`` then says why) or it cannot be pickled."""
+        self._uncaptured = None
         if self.obs is None:
             return None
         try:
-            return pickle.dumps((self.venv, self.obs, self.pending_reset))
+            return snapshot(self.venv, self.obs, self.pending_reset)
+        except EnvNotCaptured as exc:
+            self._uncaptured = exc.what
+            if not self._unsaved_reported:
+                self._unsaved_reported = True
+                self._warn(f"zoo cannot capture the state of env '{self.env_id}' ({exc.what}): a resumed run "
+                           f"restarts its episodes and is not exact; an env that implements get_env_state/"
+                           f"set_env_state resumes exactly (docs/plugins.md)")
+            return None
         except Exception as exc:  # e.g. async workers: a resume then starts fresh episodes
             if not self._unsaved_reported:
                 self._unsaved_reported = True
-                if not self.report:
-                    return None
-                logging.getLogger("zoo").warning(
-                    f"the envs of '{self.env_id}' cannot be saved with the checkpoint ({type(exc).__name__}: "
-                    f"{first_line(exc, 80)}): a resumed run starts fresh episodes and is not exact; "
-                    f"vector_mode=sync (one process) makes resume exact")
+                self._warn(f"the envs of '{self.env_id}' cannot be saved with the checkpoint ({type(exc).__name__}: "
+                           f"{first_line(exc, 80)}): a resumed run starts fresh episodes and is not exact; "
+                           f"vector_mode=sync (one process) makes resume exact")
             return None
 
     def state_dict(self) -> dict[str, Any]:
@@ -250,30 +265,46 @@ class VectorCollector:
             "reward_normalizer": None if self.reward_normalizer is None else self.reward_normalizer.state_dict(),
             "resets": self.resets,
             "interrupted": self._episodes_lost,
+            "uncaptured": self._uncaptured,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` output. Unpickles the env snapshot: only for run directories you trust."""
+        """Restore ``state_dict`` output. Unpickles the env snapshot: only for run directories you trust.
+
+        Episodes in progress continue exactly when the snapshot holds them; otherwise (no snapshot, an env zoo
+        cannot capture, a snapshot that no longer fits the env) one line says so, and the next collection starts
+        fresh episodes (``resets`` grows: the off-policy pipeline cuts the replay's sequences there)."""
         if self.obs_normalizer is not None and state["obs_normalizer"] is not None:
             self.obs_normalizer.load_state_dict(state["obs_normalizer"])
         if self.reward_normalizer is not None and state["reward_normalizer"] is not None:
             self.reward_normalizer.load_state_dict(state["reward_normalizer"])
         self.resets = int(state["resets"])
-        if state["env"] is not None:
-            venv, obs, pending = pickle.loads(state["env"])
-            if getattr(venv, "num_envs", None) != self.num_envs:
-                raise ConfigError(f"the saved env has {venv.num_envs} sub-envs, the config {self.num_envs}")
-            self.venv.close()
-            self._attach(venv)
-            self.obs, self.pending_reset = obs, pending
-        else:
-            if self.resets and self.report:  # episodes were in progress when the checkpoint was taken
-                why = ("a stop signal interrupted them mid-call" if state.get("interrupted")
-                       else "they could not be saved")
-                logging.getLogger("zoo").warning(
-                    f"the checkpoint holds no snapshot of the envs of '{self.env_id}' ({why}): "
-                    f"they start fresh episodes, so this resume is not exact")
-            self.obs = None
+        self.obs = None
+        why = self._restore_envs(state["env"]) if state["env"] is not None else self._why_no_snapshot(state)
+        if why is not None and self.resets:  # episodes were in progress when the checkpoint was taken
+            self._unsaved_reported = True  # said now: not again when this process saves
+            self._warn(f"the checkpoint holds no usable snapshot of the envs of '{self.env_id}' ({why}): they start "
+                       f"fresh episodes, so this resume is not exact")
+
+    @staticmethod
+    def _why_no_snapshot(state: dict[str, Any]) -> str:
+        if state.get("uncaptured"):
+            return f"zoo cannot capture {state['uncaptured']}"
+        return "a stop signal interrupted them mid-call" if state.get("interrupted") else "they could not be saved"
+
+    def _restore_envs(self, data: bytes) -> str | None:
+        """Put the saved vector env in place; None, or why its episodes cannot continue (then nothing changes)."""
+        try:
+            venv, (obs, pending) = restore(data)
+        except EnvNotRestored as exc:
+            return exc.why
+        if getattr(venv, "num_envs", None) != self.num_envs:
+            venv.close()
+            raise ConfigError(f"the saved env has {venv.num_envs} sub-envs, the config {self.num_envs}")
+        self.venv.close()
+        self._attach(venv)
+        self.obs, self.pending_reset = obs, pending
+        return None
 
     def close(self) -> None:
         """Close the vector env."""
