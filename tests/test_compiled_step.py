@@ -69,14 +69,14 @@ def test_a_failed_compile_is_one_line_and_eager_or_refused_under_on(caplog):
     def not_traceable(x: torch.Tensor) -> torch.Tensor:
         return x * 2 if float(x.sum()) > 0 else x  # a host sync and a branch on its value: no single graph
     x = torch.ones(3)
-    step = CompiledStep(not_traceable, "Toy", required=False, device=CPU)
+    step = CompiledStep(not_traceable, "Toy's learning step", required=False, device=CPU)
     with caplog.at_level(logging.WARNING, logger="zoo"):
         assert torch.equal(step("variant", x), x * 2)
     assert not step.active and len(caplog.records) == 1
     assert caplog.records[0].getMessage().startswith("compiling Toy's learning step failed (")
     assert caplog.records[0].getMessage().endswith("): training eager")
     assert torch.equal(step("variant", -x), -x) and step.record()["compile_failure"] == step.failure
-    required = CompiledStep(not_traceable, "Toy", required=True, device=CPU)
+    required = CompiledStep(not_traceable, "Toy's learning step", required=True, device=CPU)
     with pytest.raises(ConfigError, match="policy.compile=on: compiling Toy's learning step failed .*compile=off"):
         required("variant", x)
 
@@ -174,6 +174,14 @@ def test_compiled_and_eager_updates_agree_over_hundreds_of_updates_and_resume_ex
             assert compiled_row[key] == pytest.approx(eager_row[key], rel=1e-3, abs=1e-5), key
     a, b = flat_state(eager), flat_state(compiled)
     assert ((a - b).norm() / a.norm()) < 1e-5
+    if not name.startswith("dqn"):  # acting compiled too: the same draws, the same actions within rounding
+        assert compiled.compiled_acting is not None
+        obs = torch.randn(4, 5)
+        torch.manual_seed(9)
+        eager_actions = eager.explore(obs)
+        torch.manual_seed(9)
+        np.testing.assert_allclose(compiled.explore(obs), eager_actions, rtol=1e-4, atol=1e-5)
+        assert compiled.compiled_acting.active and compiled.compiled_acting.variants == {"acting"}
     if name == "sac_ace":  # its causal weights were refitted and applied, and the reset ran (eager) in between
         assert compiled.causal.fits >= 1 and compiled.resets == eager.resets == 2
         assert eager_rows[-1]["causal_weight_0"] == pytest.approx(compiled_rows[-1]["causal_weight_0"], rel=1e-4)

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from ..config.schema import Field
 from ..data import ReplayBuffer
@@ -123,4 +124,11 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
                 self._undo["policy"] = copy.deepcopy(self.policy.state_dict())
             for key, value in self.policy.learn(self.replay, self.learn_context(pipe.gradient_steps)).items():
                 totals.setdefault(key, []).append(value)
-        return {key: sum(values) / len(values) for key, values in totals.items()}  # each over the calls reporting it
+        return {key: _mean(values) for key, values in totals.items()}  # each over the calls reporting it
+
+
+def _mean(values: list[Any]) -> Any:
+    """The mean of a row's metric values: floats, or 0-dim tensors (one stack, one read later; no sync here)."""
+    if isinstance(values[0], torch.Tensor):
+        return torch.stack(values).mean()
+    return sum(values) / len(values)

@@ -107,12 +107,14 @@ def resolve_compile(requested: str, compilable: bool, planned_updates: int | Non
 
 
 class CompiledStep:
-    """``fn(*args)`` compiled as one graph per variant (a hashable key naming the cadences due in this call).
+    """``fn(*args)`` compiled as one graph per variant (a hashable key naming the cadences due in this call);
+    ``what`` names it in messages ("SACPolicy's learning step").
 
     The first call of each variant compiles it (timed into ``seconds``); a failure there is one log line and eager
     from then on (``required=False``), or a ConfigError (``required=True``) raised before the step changed
     anything. ``fn`` must be sync-free: see the module docstring. The graph is traced with gradients off at its
-    boundary and on inside (``fn`` takes its gradients itself), so it is one inference graph, no autograd around it.
+    boundary and (``gradients``) on inside: ``fn`` takes its gradients itself, so it is one inference graph with no
+    autograd around it. Calls run under ``torch.no_grad()``, the eager fallback too.
 
     On CUDA the graph is also captured as a CUDA graph (``mode="reduce-overhead"``) unless ``ZOO_CUDA_GRAPHS=0``:
     ``static()`` names the tensors the step reads and writes in place (weights, optimiser state, the replay's
@@ -120,10 +122,18 @@ class CompiledStep:
     """
 
     def __init__(self, fn: Callable[..., Any], what: str, required: bool, device: torch.device,
-                 static: Callable[[], Iterable[torch.Tensor]] = tuple) -> None:
+                 static: Callable[[], Iterable[torch.Tensor]] = tuple, gradients: bool = True) -> None:
         self.eager = fn
         self.what, self.required = what, required
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
+        # Dynamo traces torch.autograd.grad into the graph only with this flag (a recompile, say after a guard
+        # fails, must see it too, hence process-wide rather than around the first call).
+        torch._dynamo.config.trace_autograd_ops = True
+        # Every CompiledStep's graphs are entries of one code object (``graph`` below); a run holds a few (one per
+        # cadence combination, and acting), a process that builds many policies (tests, tuning) more.
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
+        self.gradients = gradients
         self.cuda_graphs = device.type == "cuda" and os.environ.get("ZOO_CUDA_GRAPHS", "1") != "0"
         self._static = static
         # On the CPU random ops call torch's own generator in program order, as eager does (same numbers, exact
@@ -131,7 +141,7 @@ class CompiledStep:
         options = {"fallback_random": device.type == "cpu", "triton.cudagraphs": self.cuda_graphs}
 
         def graph(*args: Any) -> Any:
-            with torch.enable_grad():
+            with torch.set_grad_enabled(gradients):
                 return fn(*args)
 
         self.compiled = torch.compile(graph, fullgraph=True, dynamic=False, options=options)  # cudagraphs: as
@@ -157,30 +167,38 @@ class CompiledStep:
 
     def __call__(self, variant: Hashable, *args: Any) -> Any:
         if self.failure is not None:
-            return self.eager(*args)
+            with torch.set_grad_enabled(self.gradients):
+                return self.eager(*args)
         if variant in self.variants:
-            return self._run(args)
+            try:
+                return self._run(args)
+            except Exception as exc:  # a recompile that failed (a guard no variant foresaw): nothing ran yet
+                return self._failed(exc, args)
         start = time.perf_counter()
         try:
             if self.cuda_graphs and not self.variants:
                 for tensor in self._static():
                     torch._dynamo.mark_static_address(tensor)
-            with torch._dynamo.config.patch(trace_autograd_ops=True):
-                result = self._run(args)
+            result = self._run(args)
         except Exception as exc:  # compile errors come in many types; each is reported in one line
-            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-            self.failure = f"{type(exc).__name__}: {first_line}"
-            if self.required:
-                raise ConfigError(f"policy.compile=on: compiling {self.what}'s learning step failed ({self.failure}); "
-                                  f"set policy.compile=off (or auto) to train eager") from exc
-            log.warning(f"compiling {self.what}'s learning step failed ({self.failure}): training eager")
-            return self.eager(*args)
+            return self._failed(exc, args)
         seconds = time.perf_counter() - start
         self.seconds += seconds
         self.variants.add(variant)
-        log.info(f"compiled {self.what}'s learning step (graph {len(self.variants)}) in {seconds:.1f} s; inductor "
+        log.info(f"compiled {self.what} (graph {len(self.variants)}) in {seconds:.1f} s; inductor "
                  f"cache {os.environ['TORCHINDUCTOR_CACHE_DIR']}")
         return result
+
+    def _failed(self, exc: Exception, args: tuple[Any, ...]) -> Any:
+        """A compile that failed: ConfigError under ``required``, else one line and eager from now on."""
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        self.failure = f"{type(exc).__name__}: {first_line}"
+        if self.required:
+            raise ConfigError(f"policy.compile=on: compiling {self.what} failed ({self.failure}); "
+                              f"set policy.compile=off (or auto) to train eager") from exc
+        log.warning(f"compiling {self.what} failed ({self.failure}): training eager")
+        with torch.set_grad_enabled(self.gradients):
+            return self.eager(*args)
 
     def record(self) -> dict[str, Any]:
         """Facts for the run's environment record: graphs, compile seconds, the cache, a failure."""

@@ -169,6 +169,7 @@ class OffPolicyPolicy(Policy):
         self.due: Mapping[str, bool] = CurrentCadences(self)
         self.storage = ReplayStorage(self.device)
         self.compiled_step: CompiledStep | None = None
+        self.compiled_acting: CompiledStep | None = None  # explore_action compiled with the step
         self.compile_reason = "not planned yet"
 
     def resolve_precision(self, convolutional: bool = False) -> str:
@@ -185,6 +186,10 @@ class OffPolicyPolicy(Policy):
             record["compile_reason"] = self.compile_reason
             if self.compiled_step is not None:
                 record.update(self.compiled_step.record())
+            if self.compiled_acting is not None:
+                record["compile_seconds"] += round(self.compiled_acting.seconds, 2)
+                if self.compiled_acting.failure is not None:
+                    record["compile_failure_acting"] = self.compiled_acting.failure
         return record
 
     def plan_learning(self, updates: int | None) -> None:
@@ -193,8 +198,12 @@ class OffPolicyPolicy(Policy):
         requested = self.cfg.get("compile", "off")
         compile_step, self.compile_reason = resolve_compile(requested, self.compilable, updates, self.device,
                                                             type(self).__name__)
-        self.compiled_step = CompiledStep(self.learning_step, type(self).__name__, requested == "on", self.device,
+        name, required = type(self).__name__, requested == "on"
+        self.compiled_step = CompiledStep(self.learning_step, f"{name}'s learning step", required, self.device,
                                           self.state_tensors) if compile_step else None
+        acting = compile_step and type(self).explore_action is not OffPolicyPolicy.explore_action
+        self.compiled_acting = CompiledStep(self.explore_action, f"{name}'s acting", required, self.device,
+                                            self.state_tensors, gradients=False) if acting else None
 
     def state_tensors(self) -> Iterator[torch.Tensor]:
         """Every tensor the learning step reads or writes in place: the networks' parameters and buffers, the
@@ -216,8 +225,17 @@ class OffPolicyPolicy(Policy):
         self.progress = ctx
 
     def explore(self, obs: torch.Tensor) -> np.ndarray:
-        """The env actions to collect with for a batch of observations (exploration included)."""
-        raise NotImplementedError
+        """The env actions to collect with for a batch of observations (exploration included): by default
+        ``explore_action``'s, compiled where the learning step is (one graph, the same random draws)."""
+        if self.compiled_acting is not None:
+            return self.compiled_acting("acting", obs).cpu().numpy()  # under no_grad, eager fallback too
+        with torch.no_grad():
+            return self.explore_action(obs).cpu().numpy()
+
+    def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The env actions to collect with, as a tensor computed by torch operations only (what ``explore``
+        returns): define it, or override ``explore`` itself."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither explore nor explore_action")
 
     def collect(self, obs: torch.Tensor) -> CollectOutput:
         """``explore``'s env actions, which the replay stores as they are (the replay convention)."""
@@ -301,7 +319,7 @@ class OffPolicyPolicy(Policy):
             for key, value in metrics.items():
                 totals.setdefault(key, []).append(value)
         self.due = CurrentCadences(self)
-        metrics = {key: sum(values) / len(values) for key, values in totals.items()}
+        metrics = {key: values[0] if len(values) == 1 else sum(values) / len(values) for key, values in totals.items()}
         metrics.update(self.learn_metrics())
         return metrics
 

@@ -149,10 +149,10 @@ class SACPolicy(OffPolicyPolicy):
         """The log-prob of the entropy terms from the per-dimension ones: their sum (SAC-ACE weights them)."""
         return per_dim.sum(-1)
 
-    @torch.no_grad()
-    def explore(self, obs: torch.Tensor) -> np.ndarray:
+    def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """A squashed Gaussian sample, scaled into the action bounds."""
         mu, log_std = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
-        return self.actions.to_env(torch.tanh(mu + log_std.exp() * torch.randn_like(mu))).cpu().numpy()
+        return self.actions.to_env(torch.tanh(mu + log_std.exp() * torch.randn_like(mu)))
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """``tanh`` of the mean, scaled into the action bounds (what ``evaluate`` returns; traceable)."""

@@ -108,11 +108,11 @@ class TD3Policy(OffPolicyPolicy):
     def _flat_obs(self, obs: torch.Tensor) -> torch.Tensor:
         return obs.flatten(1) if obs.ndim > 2 else obs
 
-    @torch.no_grad()
-    def explore(self, obs: torch.Tensor) -> np.ndarray:
+    def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The actor's action plus Gaussian noise, clipped to [-1, 1], scaled into the action bounds."""
         action = self.actor(self._flat_obs(obs))
         noisy = (action + self.cfg.exploration_noise * torch.randn_like(action)).clamp(-1.0, 1.0)
-        return self.actions.to_env(noisy).cpu().numpy()
+        return self.actions.to_env(noisy)
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's action scaled into the bounds (what ``evaluate`` returns; traceable)."""
