@@ -74,7 +74,8 @@ def zoo_result(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
     run = Path(train(config)["run_dir"])
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    random_end = next(r for r in rows if r["env_steps"] >= config["pipeline"]["learning_starts"])
+    # the last row before the one that holds the first learning call (its compile with it)
+    random_end = [r for r in rows if r["env_steps"] < config["pipeline"]["learning_starts"]][-1]
     first = rows[0]
     warm = next(r for r in rows if r["env_steps"] >= int(os.environ["SAC_SPEED_TIMED_FROM"]))
     end = rows[-1]

@@ -54,6 +54,7 @@ from ..data import ReplayBuffer
 from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
 from .compiled import COMPILE_FIELD, CompiledStep, resolve_compile
+from .matmul import FP32_PRODUCTS
 from .optim import FlatOptimizer
 from .precision import PRECISIONS, learning_precision, resolve_precision
 from .replay_storage import ReplayStorage
@@ -180,7 +181,7 @@ class OffPolicyPolicy(Policy):
                                  int(cfg.get("batch_size", 1)), convolutional)
 
     def environment_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"precision": self.precision}
+        record: dict[str, Any] = {"precision": self.precision, "fp32_products": FP32_PRODUCTS}
         if not self.acting_only:
             record["compile"] = self.compiled_step is not None and self.compiled_step.active
             record["compile_reason"] = self.compile_reason

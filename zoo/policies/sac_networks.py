@@ -3,7 +3,8 @@
 For the small networks of continuous-control RL on a CPU, the time goes into per-operation overhead rather than
 arithmetic, so the critics of the ensemble (two for SAC's clipped double Q) are one module whose layers hold
 ``(E, fan_in, fan_out)`` weights: one ``baddbmm`` per layer evaluates every critic. Both modules call
-``F.linear``/``baddbmm`` on their parameters directly, as ``ActorCritic`` does.
+``zoo.policies.matmul``'s ``linear``/``ensemble_linear`` on their parameters directly (``F.linear``/``baddbmm``, or
+oneDNN's float32 products where MKL is slow).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .matmul import ensemble_linear, linear
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": F.elu}
 
@@ -47,10 +50,10 @@ class SquashedGaussianActor(nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = obs
         for layer in self.layers[:-1]:
-            x = self.activation(F.linear(x, layer.weight, layer.bias))
+            x = self.activation(linear(x, layer.weight, layer.bias))
         out = self.layers[-1]
         # float32 out (a no-op in fp32): under bf16 autocast everything after the matmuls stays in fp32
-        mu, log_std = F.linear(x, out.weight, out.bias).float().chunk(2, dim=-1)
+        mu, log_std = linear(x, out.weight, out.bias).float().chunk(2, dim=-1)
         return mu, log_std.clamp(self.log_std_low, self.log_std_high)
 
 
@@ -85,10 +88,8 @@ class EnsembleQ(nn.Module):
         for index, (weight, bias) in enumerate(zip(self.weights, self.biases)):
             if detach_weights:
                 weight, bias = weight.detach(), bias.detach()
-            if index == 0:  # one input for every critic: a broadcasting matmul, no copy per critic
-                x = torch.matmul(x, weight) + bias
-            else:
-                x = torch.baddbmm(bias, x, weight)
+            # the first layer has one input for every critic: a broadcasting product, no copy per critic
+            x = ensemble_linear(x, weight, bias)
             if index < last:
                 x = self.activation(x)
         return x.float()  # float32 out (a no-op in fp32): targets and losses stay fp32 under bf16 autocast

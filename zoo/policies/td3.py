@@ -23,13 +23,13 @@ from typing import ClassVar
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 from easydict import EasyDict
 from torch import nn
 
 from ..config.schema import Field
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
+from .matmul import linear
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import _ACTIVATIONS, EnsembleQ
@@ -47,9 +47,9 @@ class DeterministicActor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs
         for layer in self.layers[:-1]:
-            x = self.activation(F.linear(x, layer.weight, layer.bias))
+            x = self.activation(linear(x, layer.weight, layer.bias))
         out = self.layers[-1]
-        return torch.tanh(F.linear(x, out.weight, out.bias).float())  # fp32 out under bf16 autocast too
+        return torch.tanh(linear(x, out.weight, out.bias).float())  # fp32 out under bf16 autocast too
 
 
 class TD3Policy(OffPolicyPolicy):

@@ -1,0 +1,119 @@
+"""zoo.policies.matmul: float32 products through oneDNN (forced here, whatever the CPU) against float64 references,
+values and gradients, the ensemble form against baddbmm, and the cases that keep torch's own product (few rows,
+autocast, tracing for export, float64)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from zoo.policies import matmul
+from zoo.policies.compiled import compiler_status
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture
+def onednn(monkeypatch):
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        pytest.skip("this torch build has no oneDNN")
+    monkeypatch.setattr(matmul, "FP32_PRODUCTS", "onednn")
+
+
+def spy(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    original = matmul._onednn_linear
+
+    def counted(*args):
+        calls.append(1)
+        return original(*args)
+    monkeypatch.setattr(matmul, "_onednn_linear", counted)
+    return calls
+
+
+@pytest.mark.parametrize("shape", [(40, 7), (3, 20, 7)])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("transposed_weight", [False, True])
+def test_linear_matches_a_float64_reference_in_values_and_gradients(onednn, monkeypatch, shape, with_bias,
+                                                                    transposed_weight):
+    calls = spy(monkeypatch)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(*shape, generator=g, requires_grad=True)
+    weight = (torch.randn(7, 5, generator=g).t() if transposed_weight else torch.randn(5, 7, generator=g))
+    weight.requires_grad_(True)
+    bias = torch.randn(5, generator=g, requires_grad=True) if with_bias else None
+    out = matmul.linear(x, weight, bias)
+    upstream = torch.randn(out.shape, generator=g)
+    grads = torch.autograd.grad((out * upstream).sum(), [x, weight, *([bias] if with_bias else [])])
+    assert calls, "the oneDNN product was not used"
+    x64, w64 = x.detach().double().requires_grad_(), weight.detach().double().requires_grad_()
+    b64 = bias.detach().double().requires_grad_() if with_bias else None
+    ref = F.linear(x64, w64, b64)
+    ref_grads = torch.autograd.grad((ref * upstream.double()).sum(), [x64, w64, *([b64] if with_bias else [])])
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_ensemble_linear_matches_the_batched_products(onednn, monkeypatch, shared):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(*(() if shared else (2,)), 32, 6, generator=g, requires_grad=True)
+    weight = torch.randn(2, 6, 4, generator=g, requires_grad=True)
+    bias = torch.randn(2, 1, 4, generator=g, requires_grad=True)
+    calls = spy(monkeypatch)
+    out = matmul.ensemble_linear(x, weight, bias)
+    assert len(calls) == 2 and out.shape == (2, 32, 4)
+    grads = torch.autograd.grad(out.square().sum(), [x, weight, bias])
+    ref = torch.matmul(x, weight) + bias if shared else torch.baddbmm(bias, x, weight)
+    ref_grads = torch.autograd.grad(ref.square().sum(), [x, weight, bias])
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_torch_keeps_the_products_it_does_well_or_must_export(onednn, monkeypatch):
+    calls = spy(monkeypatch)
+    weight = torch.randn(5, 7)
+    matmul.linear(torch.randn(matmul.MIN_ROWS - 1, 7), weight)  # acting: a few rows
+    matmul.linear(torch.randn(64, 7, dtype=torch.float64), weight.double())
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 products go to oneDNN already, in bf16
+        assert matmul.linear(torch.randn(64, 7), weight).dtype == torch.bfloat16
+    traced = torch.jit.trace(lambda x: matmul.linear(x, weight), torch.randn(64, 7), check_trace=False)  # export
+    assert "zoo::onednn_linear" not in str(traced.graph)
+    assert not calls
+    monkeypatch.setattr(matmul, "FP32_PRODUCTS", "default")
+    matmul.linear(torch.randn(64, 7), weight)
+    assert not calls
+
+
+def test_the_choice_follows_the_processor_and_the_variable(monkeypatch):
+    monkeypatch.setattr(matmul, "_cpu_vendor", lambda: "AuthenticAMD")
+    monkeypatch.delenv("ZOO_FP32_PRODUCTS", raising=False)
+    available = torch.backends.mkldnn.is_available()
+    assert matmul._decide() == ("onednn" if available else "default")
+    monkeypatch.setattr(matmul, "_cpu_vendor", lambda: "GenuineIntel")  # MKL's own
+    assert matmul._decide() == "default"
+    monkeypatch.setenv("ZOO_FP32_PRODUCTS", "onednn")
+    assert matmul._decide() == ("onednn" if available else "default")
+    monkeypatch.setenv("ZOO_FP32_PRODUCTS", "default")
+    monkeypatch.setattr(matmul, "_cpu_vendor", lambda: "AuthenticAMD")
+    assert matmul._decide() == "default"
+
+
+@pytest.mark.slow  # one compile, a few seconds
+@pytest.mark.skipif(compiler_status() is not None, reason=f"torch.compile unusable here: {compiler_status()}")
+def test_a_compiled_graph_calls_the_onednn_product_and_its_gradient(onednn):
+    import torch._dynamo
+
+    torch._dynamo.config.trace_autograd_ops = True
+    weight = torch.randn(8, 6, requires_grad=True)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        (grad,) = torch.autograd.grad(matmul.linear(x, weight).tanh().sum(), [weight])
+        return grad
+
+    x = torch.randn(32, 6)
+    torch.testing.assert_close(torch.compile(step, fullgraph=True)(x), step(x), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,114 @@
+"""float32 matrix products through oneDNN where torch's default (MKL) runs them at half the CPU's speed.
+
+torch multiplies float32 matrices on the CPU with MKL, which on AMD processors takes its AVX2 path: on the 2-core
+AMD EPYC (Zen 5, full-width AVX-512) this project develops on, one thread multiplies 256x256 by 256x256 at about
+109 GFLOP/s, while oneDNN (shipped inside torch, choosing its kernels by instruction set, not vendor) reaches
+187-239 GFLOP/s on the same product, and JAX (XLA) about 230. That halves the off-policy learning step's largest
+cost on such a machine. ``linear(x, weight, bias)`` is ``F.linear`` with the product taken by oneDNN in float32 (the
+same arithmetic as MKL's to float32 rounding: both about 2e-7 from a float64 reference), with its own backward
+(each gradient another oneDNN product), and it traces into a compiled graph as one opaque call (a custom op:
+inductor has no lowering of oneDNN's linear for weights that change). ``matmul`` is ``x @ weight`` in the same way,
+``ensemble_linear`` the layers of an ensemble (SAC's and TD3's twin critics).
+
+Used where ``fp32_products() == "onednn"``: float32 tensors on the CPU, outside autocast (under bf16 autocast the
+products already go to oneDNN in bf16), with at least ``MIN_ROWS`` rows (a batch-1 forward gains nothing). Where
+that is depends on the processor, decided once per process (an AMD CPU with oneDNN available), or set by
+``ZOO_FP32_PRODUCTS=onednn`` or ``=default``; a run's ``environment.json`` records it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+MIN_ROWS = 16
+PRODUCTS = ("onednn", "default")
+
+
+def fp32_products() -> str:
+    """``onednn`` or ``default``: how float32 products are taken in the networks' learning passes here."""
+    return FP32_PRODUCTS
+
+
+def _decide() -> str:
+    wanted = os.environ.get("ZOO_FP32_PRODUCTS", "auto")
+    available = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    if wanted in PRODUCTS:
+        return wanted if available or wanted == "default" else "default"
+    return "onednn" if available and _cpu_vendor() == "AuthenticAMD" else "default"
+
+
+def _cpu_vendor() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+@torch.library.custom_op("zoo::onednn_linear", mutates_args=(), device_types="cpu")
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight.T + bias`` for 2-D float32 ``x`` and ``weight`` (any strides), by oneDNN."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+@_onednn_linear.register_fake
+def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+def _setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+
+
+def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    x, weight = ctx.saved_tensors
+    grad_x = _onednn_linear(grad, weight.t(), None) if ctx.needs_input_grad[0] else None  # grad @ weight
+    grad_weight = _onednn_linear(grad.t(), x.t(), None) if ctx.needs_input_grad[1] else None  # grad.T @ x
+    grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+    return grad_x, grad_weight, grad_bias
+
+
+_onednn_linear.register_autograd(_backward, setup_context=_setup)
+
+# Decided once, at import (reading it inside a traced graph is a constant): see the module docstring.
+FP32_PRODUCTS = _decide()
+
+
+def _onednn(x: torch.Tensor) -> bool:
+    if FP32_PRODUCTS != "onednn" or x.dtype != torch.float32 or x.device.type != "cpu" or x.ndim < 2:
+        return False
+    if not torch.compiler.is_compiling() and (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()):
+        return False  # an exported module holds standard operators only
+    return not torch.is_autocast_enabled("cpu") and x.numel() // x.shape[-1] >= MIN_ROWS
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``, its product taken by oneDNN where ``fp32_products()`` says so."""
+    if not _onednn(x):
+        return F.linear(x, weight, bias)
+    flat = x.reshape(-1, x.shape[-1])
+    return _onednn_linear(flat, weight, bias).reshape(*x.shape[:-1], weight.shape[0])
+
+
+def matmul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x @ weight`` for ``x`` (..., in) and a 2-D ``weight`` (in, out), by oneDNN where ``linear`` would be."""
+    return linear(x, weight.t()) if _onednn(x) else x @ weight
+
+
+def ensemble_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``E`` linear layers at once: ``x`` (B, in) shared by all or (E, B, in) one per member, ``weight`` (E, in,
+    out), ``bias`` (E, 1, out) -> (E, B, out); one batched product by default (a broadcasting ``matmul`` for a shared
+    input, ``baddbmm`` otherwise), one oneDNN product per member where ``linear`` would take that path."""
+    if not _onednn(x):
+        return torch.matmul(x, weight) + bias if x.ndim == 2 else torch.baddbmm(bias, x, weight)
+    members = range(weight.shape[0])
+    return torch.stack([_onednn_linear(x if x.ndim == 2 else x[e], weight[e].t(), bias[e, 0]) for e in members])
