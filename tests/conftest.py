@@ -28,3 +28,24 @@ def _zoo_logger_as_found():
     logger.setLevel(found[0])
     logger.handlers[:] = found[1]
     logger.propagate = found[2]
+
+
+@pytest.fixture(autouse=True)
+def _compile_everything(monkeypatch):
+    """``ZOO_TEST_COMPILE=on python -m pytest ...``: every off-policy policy built in this process compiles its
+    learning step whatever its budget (``policy.compile`` as ``on``), so that the learning tests show the compiled
+    step learns as the eager one does. Unset (the default, and CI): nothing changes."""
+    import os
+
+    if os.environ.get("ZOO_TEST_COMPILE") != "on":
+        yield
+        return
+    from zoo.policies import compiled
+
+    original = compiled.resolve_compile
+    monkeypatch.setattr(compiled, "resolve_compile",
+                        lambda requested, *args: original("on" if requested == "auto" else requested, *args))
+    from zoo.policies import off_policy
+
+    monkeypatch.setattr(off_policy, "resolve_compile", compiled.resolve_compile)
+    yield

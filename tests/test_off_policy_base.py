@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ACE_KEYS = {"causal_weights", "causal_interval", "causal_sample_size", "causal_apply_after", "causal_temperature",
             "causal_use_abs", "dormant_reset", "reset_interval", "reset_start", "dormant_tau", "reset_factor_min",
-            "reset_factor_max"}
+            "reset_factor_max", "reset_init"}
 
 
 def numbered_replay(n: int = 20) -> ReplayBuffer:

@@ -79,6 +79,32 @@ def test_random_actions_until_learning_starts_then_the_update_to_data_ratio(tmp_
     assert state["policy"]["updates"] == 5 * 69
 
 
+def test_random_steps_apart_from_learning_starts_and_no_update_after_an_autoreset_step(tmp_path, monkeypatch):
+    # ACE's code acts randomly for its first 10k steps but learns from step 513 on: random_steps apart from
+    # learning_starts. The step after a Pendulum episode's end (step 200) is gymnasium's autoreset step: it counts
+    # in the budget but stores nothing, and no update follows it (it would learn twice from unchanged data).
+    seen = {"collect": [], "learn": []}
+    original_collect, original_learn = SACPolicy.collect, SACPolicy.learn
+
+    def collect(self, obs):
+        seen["collect"].append(self.progress.env_steps)
+        return original_collect(self, obs)
+
+    def learn(self, replay, ctx):
+        seen["learn"].append((ctx.env_steps, len(replay)))
+        return original_learn(self, replay, ctx)
+
+    monkeypatch.setattr(SACPolicy, "collect", collect)
+    monkeypatch.setattr(SACPolicy, "learn", learn)
+    config = {**TINY, "runs_dir": str(tmp_path),
+              "pipeline": {**TINY["pipeline"], "learning_starts": 50, "random_steps": 150, "max_env_steps": 300}}
+    train(config)
+    steps = [step for step, _ in seen["learn"]]
+    assert steps[0] == 50 and 201 not in steps and steps == [s for s in range(50, 301) if s != 201]
+    assert dict(seen["learn"])[202] == dict(seen["learn"])[200] + 1  # the autoreset step stored nothing
+    assert seen["collect"][0] == 150 and len(seen["collect"]) == 150  # the policy acts from step 150 on
+
+
 def test_the_replay_buffer_is_saved_apart_and_resume_is_exact_with_a_pending_causal_fit(tmp_path, two_action_env):
     config = {**TINY, "runs_dir": str(tmp_path), "env": {"id": two_action_env},
               "policy": {**TINY["policy"], "type": "sac_ace", "causal_interval": 300, "causal_sample_size": 250,
@@ -87,8 +113,9 @@ def test_the_replay_buffer_is_saved_apart_and_resume_is_exact_with_a_pending_cau
     half = train(config, ["exp_name=half", "pipeline.max_env_steps=500"])
     run = Path(half["run_dir"])
     state = RunDirectory(run).load_checkpoint()
-    # The fit started at env step 300 (update 100) applies at update 350: at the stop (update 300) it is pending.
-    assert state["policy"]["causal"]["pending"]["apply_at"] == 350
+    # The fit started at env step 300 applies 250 updates later. By then the run made 98 updates (from step 200 on,
+    # none after the autoreset steps 204 and 255 of its 50-step episodes): it applies at update 348, after the stop.
+    assert state["policy"]["causal"]["pending"]["apply_at"] == 348
     assert sorted(p.name for p in run.glob("replay-*.pt")) == ["replay-000000005.pt"]
     train(None, ["pipeline.max_env_steps=900"], resume=run)
     rows, whole_rows = metrics_rows(run, TIMINGS), metrics_rows(Path(whole["run_dir"]), TIMINGS)

@@ -306,13 +306,15 @@ class ReferenceSAC:
             alpha_loss.backward()
             record["grads"].append(("alpha", self.log_alpha.grad.detach().reshape(1).clone()))
             self.alpha_opt.step()
-            resets = cfg.get("dormant_reset", False)  # sac has no ACE keys
-            if resets and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
-                self.reset()
         if self.updates % cfg.target_update_interval == 0:
             with torch.no_grad():
                 for target, online in zip(self.target.parameters(), self.critic.parameters()):
                     target.copy_((1.0 - cfg.tau) * target + cfg.tau * online)
+        # ACE's code: the reset comes after the whole update, target step included, at every multiple of the
+        # interval (from the actor's latest gradients, whether or not this update stepped the actor)
+        resets = cfg.get("dormant_reset", False)  # sac has no ACE keys
+        if resets and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
+            self.reset()
         record["metrics"] = metrics
         self.records.append(record)
         return record
@@ -587,12 +589,17 @@ def test_policy_uses_a_fit_exactly_apply_after_updates_after_it_started():
 
 
 # -- 6. causal weights where the truth is known -----------------------------------------------------------------
-@pytest.mark.parametrize(("effect_dim", "effect"), [(0, 2.0), (2, -2.0)])  # the size of the effect counts
+@pytest.mark.parametrize(("effect_dim", "effect"), [(0, 2.0), (2, -2.0)])
 def test_causal_weights_favour_the_action_dimension_the_reward_depends_on(effect_dim, effect):
     data = causal_transitions(4000, effect_dim, seed=10 + effect_dim, action_dim=3, effect=effect)
-    weights = causal_action_weights(data.obs, data.action, data.reward)
-    assert int(np.argmax(weights)) == effect_dim and weights[effect_dim] > 2.0
+    weights = causal_action_weights(data.obs, data.action, data.reward)  # signed effects, as ACE's code
+    if effect > 0:
+        assert int(np.argmax(weights)) == effect_dim and weights[effect_dim] > 2.0
+    else:  # a dimension that lowers the reward weighs least
+        assert int(np.argmin(weights)) == effect_dim and weights[effect_dim] < 0.2
     assert weights.sum() == pytest.approx(3.0) and (weights > 0).all()
+    absolute = causal_action_weights(data.obs, data.action, data.reward, use_abs=True)  # the size alone counts
+    assert int(np.argmax(absolute)) == effect_dim and absolute[effect_dim] > 2.0
     space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     policy = make_policy(SACACEPolicy, seed=0, action_space=space, dormant_reset=False, batch_size=8,
                          causal_interval=4000, causal_sample_size=4000, causal_apply_after=0)
@@ -641,9 +648,9 @@ def test_reset_factor_is_one_minus_the_fraction_clipped():
 
 @pytest.mark.parametrize(("actor_interval", "reset_interval", "reset_start", "expected"), [
     (1, 2, 3, [0, 0, 0, 1, 1, 2, 2, 3]),  # multiples of 2 from 3 on: 4, 6, 8
-    (3, 2, 0, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2]),  # only after an actor update: 6, 12
+    (3, 2, 0, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6]),  # every multiple, actor update or not (ACE's code): 2, 4, ...
 ])
-def test_resets_happen_at_reset_interval_multiples_from_reset_start_after_actor_updates(
+def test_resets_happen_at_reset_interval_multiples_from_reset_start(
         actor_interval, reset_interval, reset_start, expected):
     policy = make_policy(SACACEPolicy, seed=2, causal_weights=False, batch_size=8,
                          actor_update_interval=actor_interval, reset_interval=reset_interval, reset_start=reset_start)

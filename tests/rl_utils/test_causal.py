@@ -248,9 +248,9 @@ def test_action_weights_follow_reward_effects():
 
 def test_action_weights_sign_and_temperature():
     states, actions, rewards = reward_dataset(a0=-2.0)
-    signed = causal_action_weights(states, actions, rewards, use_abs=False)
+    signed = causal_action_weights(states, actions, rewards)  # the default: signed effects, as ACE's code
     np.testing.assert_allclose(signed, 4 * softmax(np.array([-2.0, 0.1, 0.0, 0.0])), atol=0.02)
-    tempered = causal_action_weights(states, actions, rewards, temperature=2.0)
+    tempered = causal_action_weights(states, actions, rewards, temperature=2.0, use_abs=True)
     np.testing.assert_allclose(tempered, 4 * softmax(np.array([1.0, 0.05, 0.0, 0.0])), atol=0.05)
 
 

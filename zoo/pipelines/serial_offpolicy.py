@@ -1,10 +1,15 @@
 """Serial off-policy pipeline (SAC, SAC-ACE, TD3): vector collector -> Transitions -> replay buffer -> learn.
 
-Until ``learning_starts`` env steps the envs take uniformly random actions. Then every ``train_freq`` steps of
-each env the policy learns from the replay buffer with ``gradient_steps`` updates (the update-to-data ratio is
-``gradient_steps / (train_freq * num_envs)``). One iteration (one metrics row) covers ``steps_per_iteration``
-env steps. Transitions keep terminated and truncated apart; a truncated one carries its final observation and
-autoreset steps are never stored (``VectorCollector.transitions``); each row keeps its sub-env index, and when
+Until ``random_steps`` env steps (by default ``learning_starts``) the envs take uniformly random actions; from
+``learning_starts`` on, every ``train_freq`` steps of each env the policy learns from the replay buffer with
+``gradient_steps`` updates (the update-to-data ratio is ``gradient_steps / (train_freq * num_envs)``). One iteration
+(one metrics row) covers ``steps_per_iteration`` env steps. Env steps are vector steps, as in every pipeline:
+gymnasium's autoreset step after each episode end (the env resets and ignores the action) counts as a step of
+the budget but stores nothing, and a collection that stored nothing is not followed by updates (no update on
+unchanged data). So a budget of N steps holds N transitions less one per finished episode (per sub-env):
+Stable-Baselines3 and CleanRL, whose envs reset within the final step, count N transitions. Transitions keep
+terminated and truncated apart; a truncated one carries its final observation and autoreset steps are never
+stored (``VectorCollector.transitions``); each row keeps its sub-env index, and when
 the envs restart fresh episodes mid-run (an inexact resume) the newest stored rows are marked truncated, so the
 n-step windows of ``ReplayBuffer.windows`` follow one episode only. The replay holds env actions, random and
 policy steps alike (``zoo.policies.off_policy``). Before each collection with the policy, a policy that has
@@ -41,7 +46,10 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
         **VectorEnvPipeline.fields,
         "num_envs": VectorEnvPipeline.fields["num_envs"].but(1),
         "buffer_size": Field(1_000_000, "replay capacity in transitions", range=(1, None), frozen=True),
-        "learning_starts": Field(5_000, "uniform random actions for this many env steps", range=(0, None)),
+        "learning_starts": Field(5_000, "no gradient update before this many env steps", range=(0, None)),
+        "random_steps": Field(None, "uniformly random actions for this many env steps (None: learning_starts; ACE's "
+                              "code acts randomly for 10k steps but learns from step 513 on)", type=int,
+                              range=(0, None)),
         "train_freq": Field(1, "steps of every env between learning calls", range=(1, None)),
         "gradient_steps": Field(1, "updates per learning call", range=(0, 100_000)),
         "steps_per_iteration": Field(1_000, "env steps per iteration (metrics row)", range=(1, None)),
@@ -107,8 +115,9 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
         pipe = self.cfg.pipeline
         end = self.env_steps + pipe.steps_per_iteration
         totals: dict[str, list[float]] = {}
+        random_steps = pipe.learning_starts if pipe.get("random_steps") is None else pipe.random_steps
         while self.env_steps < end:
-            exploring = self.env_steps < pipe.learning_starts  # uniformly random actions
+            exploring = self.env_steps < random_steps  # uniformly random actions
             if not exploring and hasattr(self.policy, "set_progress"):
                 self.policy.set_progress(self.learn_context(0))
             resets = self.collector.resets
@@ -116,9 +125,12 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
             if self.collector.resets != resets:  # fresh episodes (an inexact resume): the stored ones were cut
                 self.replay.end_sequences()
             self._add(transitions)
+            # Env steps are vector steps (every pipeline counts them so), autoreset steps included; a collection
+            # that stored nothing (an autoreset step: its action is ignored) is not followed by updates.
             self.env_steps += pipe.train_freq * pipe.num_envs
             self.record_episodes(self.collector.pop_finished())
-            if self.env_steps < pipe.learning_starts or len(self.replay) == 0 or pipe.gradient_steps == 0:
+            if (self.env_steps < pipe.learning_starts or len(transitions) == 0 or len(self.replay) == 0
+                    or pipe.gradient_steps == 0):
                 continue
             if self._undo is not None and self._undo["policy"] is None:
                 self._undo["policy"] = copy.deepcopy(self.policy.state_dict())

@@ -35,6 +35,7 @@ from ..rl_utils import causal_action_weights
 from .base import LearnContext
 from .optim import flatten_parameters
 from .sac import SACPolicy
+from .sac_networks import INITS
 
 
 def gradient_dormant_fraction(layers: list[nn.Linear], tau: float = 0.05) -> float:
@@ -144,7 +145,8 @@ class SACACEPolicy(SACPolicy):
         "causal_apply_after": Field(200, "gradient updates between a fit's start and its weights' use",
                                     range=(0, None)),
         "causal_temperature": Field(1.0, "softmax temperature of the causal weights", range=(1e-6, None)),
-        "causal_use_abs": Field(True, "softmax |effect| (False: the signed effect, as the ACE code)"),
+        "causal_use_abs": Field(False, "softmax of |effect| instead of the signed effect (ACE's code and paper: "
+                                "signed)"),
         "dormant_reset": Field(True, "ACE: gradient-dormancy-guided resets"),
         "reset_interval": Field(100_000, "gradient updates between resets", range=(1, None)),
         "reset_start": Field(5_000, "no reset before this many updates", range=(0, None)),
@@ -152,6 +154,8 @@ class SACACEPolicy(SACPolicy):
                              range=(0.0, 1.0)),
         "reset_factor_min": Field(0.2, "lowest mixing factor of a reset", range=(0.0, 1.0)),
         "reset_factor_max": Field(0.9, "highest mixing factor of a reset", range=(0.0, 1.0)),
+        "reset_init": Field("torch", "the fresh weights a reset mixes in: torch (nn.Linear's default), xavier, or "
+                            "orthogonal (orthogonal weights, zero biases: ACE's code)", choices=INITS),
     }
     retired_fields: ClassVar[dict[str, Any]] = {}  # sac's retired keys are this class's own
 
@@ -185,19 +189,12 @@ class SACACEPolicy(SACPolicy):
         # In place: the compiled step reads this tensor as an input, so it stays the same tensor.
         self._causal_weight.copy_(torch.as_tensor(self.causal.weights, dtype=torch.float32))
 
-    def cadences(self) -> dict[str, int]:
-        cadences = super().cadences()
-        if self.cfg.dormant_reset:
-            cadences["reset"] = self.cfg.reset_interval
-        return cadences
-
-    def eager_update(self) -> bool:
-        """An update with a reset runs eager: the reset reads the gradients and draws fresh weights on the host."""
-        return self.due.get("reset", False)
-
-    def after_actor_update(self) -> None:
-        """The reset, right after the actor update it is due at (before the target critics' Polyak step)."""
-        if self.due.get("reset", False) and self.updates >= self.cfg.reset_start:
+    def after_update(self) -> None:
+        """The reset, every ``reset_interval`` updates from ``reset_start`` on, after the update (its target step
+        included, as in ACE's code), outside the compiled step, from the actor's latest gradients (the actor
+        optimiser's gradient buffer)."""
+        cfg = self.cfg
+        if cfg.dormant_reset and self.updates >= cfg.reset_start and self.updates % cfg.reset_interval == 0:
             self._dormancy_reset()
 
     def _dormancy_reset(self) -> None:
@@ -205,10 +202,10 @@ class SACACEPolicy(SACPolicy):
         cfg = self.cfg
         fraction = gradient_dormant_fraction(list(self.actor.layers), cfg.dormant_tau)
         factor = reset_factor(fraction, cfg.reset_factor_min, cfg.reset_factor_max)
-        fresh_actor = flatten_parameters(self._new_actor().to(self.device))
+        fresh_actor = flatten_parameters(self._new_actor(cfg.reset_init).to(self.device))
         perturb_(self.actor_optimizer.flat, fresh_actor, factor)
         for flat in (self.critic_optimizer.flat, self.target_flat):  # each gets its own fresh draw
-            perturb_(flat, flatten_parameters(self._new_critic().to(self.device)), factor)
+            perturb_(flat, flatten_parameters(self._new_critic(cfg.reset_init).to(self.device)), factor)
         self.actor_optimizer.reset_state()
         self.critic_optimizer.reset_state()
         self.resets += 1

@@ -312,7 +312,7 @@ class OffPolicyPolicy(Policy):
             if legacy:
                 with learning_precision(self.precision, self.device):
                     metrics = self.update(drawn["minibatch"], ctx)
-            elif self.compiled_step is not None and not self.eager_update():
+            elif self.compiled_step is not None:
                 metrics = self.compiled_step(tuple(self.due.values()), storage, drawn, ctx)
             else:
                 metrics = self.learning_step(storage, drawn, ctx)
@@ -330,14 +330,9 @@ class OffPolicyPolicy(Policy):
     def before_update(self) -> None:
         """Hook: before each minibatch is drawn, with ``self.updates`` not yet counting it (nothing by default)."""
 
-    def eager_update(self) -> bool:
-        """Hook: True for an update that must run eager although the step is compiled, one with host-side work
-        inside it (SAC-ACE's reset); read after ``self.due`` is set. False by default."""
-        return False
-
     def after_update(self) -> None:
-        """Hook: after each update, outside the compiled step, with ``self.due`` still that update's (nothing by
-        default)."""
+        """Hook: after each update, outside the compiled step, with ``self.due`` still that update's: host-side work
+        such as SAC-ACE's resets (nothing by default)."""
 
     def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, Any]:
         """One gradient update on ``batch`` (the replay's fields as tensors: obs, action (env actions), reward,

@@ -10,7 +10,7 @@ Actions: the replay holds env actions (the off-policy convention); the critics s
 range of the actor's tanh. Log-probabilities are those of that [-1, 1] action (as Stable-Baselines3's), so the
 target entropy does not depend on the env's action bounds. Minibatches, metric averaging and the checkpointed
 generator: ``zoo.policies.off_policy``. Subclasses hook in through ``weighted_log_prob`` (the log-prob used in the
-three entropy terms) and ``after_actor_update``.
+three entropy terms) and the base's ``after_update`` (SAC-ACE's resets).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
-from .sac_networks import EnsembleQ, SquashedGaussianActor
+from .sac_networks import INITS, EnsembleQ, SquashedGaussianActor
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -58,6 +58,10 @@ class SACPolicy(OffPolicyPolicy):
         "target_entropy": Field(None, "the temperature's entropy target (None: -|A|)", type=float),
         "actor_update_interval": Field(1, "actor and temperature update every N critic updates", range=(1, None)),
         "target_update_interval": Field(1, "target critics update every N critic updates", range=(1, None)),
+        "input_activation": Field(None, "activation after the first hidden layer of actor and critics (None: "
+                                  "activation; ACE's code: elu)", type=str, frozen=True),
+        "init": Field("torch", "initial weights: torch (nn.Linear's default), xavier (Xavier-uniform, zero biases: "
+                      "ACE's code) or orthogonal", choices=INITS, frozen=True),
         "log_std_min": Field(-20.0, "lower clamp of the actor's log std", range=(-50.0, 10.0)),
         "log_std_max": Field(2.0, "upper clamp of the actor's log std", range=(-50.0, 10.0)),
         "critic_loss": Field("mse", "mse, or hl_gauss: categorical critics with the HL-Gauss cross-entropy",
@@ -89,6 +93,9 @@ class SACPolicy(OffPolicyPolicy):
         self.check_spaces(observation_space, action_space)
         if cfg.log_std_min >= cfg.log_std_max:
             raise ConfigError(f"policy.log_std_min ({cfg.log_std_min}) must be below log_std_max ({cfg.log_std_max})")
+        if cfg.get("input_activation") not in (None, "relu", "tanh", "elu"):
+            raise ConfigError(f"policy.input_activation '{cfg.input_activation}' is unknown: use relu, tanh, elu or "
+                              f"null (the same as policy.activation)")
         self.obs_dim = int(np.prod(observation_space.shape))
         self.action_dim = int(action_space.shape[0])
         hidden = list(cfg.hidden_sizes)
@@ -122,14 +129,17 @@ class SACPolicy(OffPolicyPolicy):
             )
         return HLGauss(float(cfg.hl_gauss_min), float(cfg.hl_gauss_max), cfg.hl_gauss_bins, cfg.hl_gauss_sigma_ratio)
 
-    def _new_actor(self) -> SquashedGaussianActor:
+    def _new_actor(self, init: str | None = None) -> SquashedGaussianActor:
         cfg = self.cfg
         return SquashedGaussianActor(self.obs_dim, self.action_dim, list(cfg.hidden_sizes), cfg.activation,
-                                     (cfg.log_std_min, cfg.log_std_max))
+                                     (cfg.log_std_min, cfg.log_std_max), cfg.get("input_activation"),
+                                     init or cfg.get("init", "torch"))
 
-    def _new_critic(self) -> EnsembleQ:
-        out_dim = self.cfg.hl_gauss_bins if self.cfg.critic_loss == "hl_gauss" else 1
-        return EnsembleQ(self.obs_dim, self.action_dim, list(self.cfg.hidden_sizes), 2, out_dim, self.cfg.activation)
+    def _new_critic(self, init: str | None = None) -> EnsembleQ:
+        cfg = self.cfg
+        out_dim = cfg.hl_gauss_bins if cfg.critic_loss == "hl_gauss" else 1
+        return EnsembleQ(self.obs_dim, self.action_dim, list(cfg.hidden_sizes), 2, out_dim, cfg.activation,
+                         cfg.get("input_activation"), init or cfg.get("init", "torch"))
 
     # -- acting -------------------------------------------------------------------------------------------
     def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -197,14 +207,9 @@ class SACPolicy(OffPolicyPolicy):
                                                                           ctx.sync_gradients), "q_mean": q_mean}
         if self.due["actor"]:
             metrics.update(self._update_actor_and_alpha(obs, alpha, ctx))
-            self.after_actor_update()
         if self.due["target"]:
             soft_update(self.target_flat, self.critic_optimizer.flat, cfg.tau)
         return metrics
-
-    def after_actor_update(self) -> None:
-        """Hook: right after an actor update, its gradients still in place (SAC-ACE's resets); runs inside the
-        compiled step unless ``eager_update()`` said so for this update."""
 
     def _update_actor_and_alpha(self, obs: torch.Tensor, alpha: torch.Tensor,
                                 ctx: LearnContext) -> dict[str, torch.Tensor]:

@@ -20,10 +20,36 @@ from .matmul import ensemble_linear, linear
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": F.elu}
 
 
+INITS = ("torch", "xavier", "orthogonal")
+
+
 def _uniform_fan_in(tensor: torch.Tensor, fan_in: int) -> None:
     # torch.nn.Linear's default initialisation (kaiming_uniform with a = sqrt(5)): U(-1/sqrt(fan_in), ...).
     bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
     nn.init.uniform_(tensor, -bound, bound)
+
+
+def activations(hidden_layers: int, activation: str, input_activation: str | None = None) -> list:
+    """The activation after each hidden layer: ``activation``, except ``input_activation`` after the first (ACE's
+    networks: ELU, then ReLU). A ValueError names an unknown one."""
+    names = [input_activation or activation, *[activation] * (hidden_layers - 1)][:hidden_layers]
+    for name in names:
+        if name not in _ACTIVATIONS:
+            raise ValueError(f"unknown activation '{name}': use one of {', '.join(_ACTIVATIONS)}")
+    return [_ACTIVATIONS[name] for name in names]
+
+
+@torch.no_grad()
+def initialise_(weights: list[torch.Tensor], biases: list[torch.Tensor], init: str) -> None:
+    """Re-initialise 2-D weights in place: ``xavier`` (Xavier-uniform, gain 1) or ``orthogonal`` (gain 1), biases
+    zero: the inits of ACE's code for its networks and for the fresh weights of its resets; ``torch`` leaves
+    nn.Linear's default. Works on either layout, ``(out, in)`` or ``(in, out)``: both inits are symmetric in it."""
+    if init == "torch":
+        return
+    for weight in weights:
+        (nn.init.xavier_uniform_ if init == "xavier" else nn.init.orthogonal_)(weight)
+    for bias in biases:
+        bias.zero_()
 
 
 class SquashedGaussianActor(nn.Module):
@@ -32,25 +58,27 @@ class SquashedGaussianActor(nn.Module):
     Arguments:
         obs_dim, action_dim: input and output sizes.
         hidden_sizes: the MLP's hidden layers.
-        activation: ``relu``, ``tanh`` or ``elu``.
+        activation: ``relu``, ``tanh`` or ``elu``; ``input_activation`` after the first hidden layer (None: the same).
         log_std_bounds: ``(low, high)``: the network's log-std output is clamped into them (as in SB3 and the
             ACE code), so it starts near 0 (a standard deviation of 1: the actor explores from the start).
+        init: ``torch`` (nn.Linear's default), ``xavier`` or ``orthogonal`` (``initialise_``).
     """
 
     def __init__(
         self, obs_dim: int, action_dim: int, hidden_sizes: list[int], activation: str = "relu",
-        log_std_bounds: tuple[float, float] = (-5.0, 2.0),
+        log_std_bounds: tuple[float, float] = (-5.0, 2.0), input_activation: str | None = None, init: str = "torch",
     ) -> None:
         super().__init__()
         sizes = [obs_dim, *hidden_sizes, 2 * action_dim]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-        self.activation = _ACTIVATIONS[activation]
+        self.activations = activations(len(hidden_sizes), activation, input_activation)
         self.log_std_low, self.log_std_high = log_std_bounds
+        initialise_([layer.weight for layer in self.layers], [layer.bias for layer in self.layers], init)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = obs
-        for layer in self.layers[:-1]:
-            x = self.activation(linear(x, layer.weight, layer.bias))
+        for layer, activation in zip(self.layers[:-1], self.activations):
+            x = activation(linear(x, layer.weight, layer.bias))
         out = self.layers[-1]
         # float32 out (a no-op in fp32): under bf16 autocast everything after the matmuls stays in fp32
         mu, log_std = linear(x, out.weight, out.bias).float().chunk(2, dim=-1)
@@ -67,7 +95,7 @@ class EnsembleQ(nn.Module):
 
     def __init__(
         self, obs_dim: int, action_dim: int, hidden_sizes: list[int], ensemble: int = 2, out_dim: int = 1,
-        activation: str = "relu",
+        activation: str = "relu", input_activation: str | None = None, init: str = "torch",
     ) -> None:
         super().__init__()
         sizes = [obs_dim + action_dim, *hidden_sizes, out_dim]
@@ -80,7 +108,8 @@ class EnsembleQ(nn.Module):
             _uniform_fan_in(bias, fan_in)
             self.weights.append(nn.Parameter(weight))
             self.biases.append(nn.Parameter(bias))
-        self.activation = _ACTIVATIONS[activation]
+        self.activations = activations(len(hidden_sizes), activation, input_activation)
+        initialise_([weight[e] for weight in self.weights for e in range(ensemble)], list(self.biases), init)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor, detach_weights: bool = False) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1)
@@ -91,5 +120,5 @@ class EnsembleQ(nn.Module):
             # the first layer has one input for every critic: a broadcasting product, no copy per critic
             x = ensemble_linear(x, weight, bias)
             if index < last:
-                x = self.activation(x)
+                x = self.activations[index](x)
         return x.float()  # float32 out (a no-op in fp32): targets and losses stay fp32 under bf16 autocast

@@ -286,7 +286,7 @@ def causal_action_weights(
     actions,
     rewards,
     temperature: float = 1.0,
-    use_abs: bool = True,
+    use_abs: bool = False,
     prune: str = "adaptive_lasso",
 ) -> np.ndarray:
     """Per-action-dimension causal weights of ACE: how strongly each action dimension drives the reward.
@@ -295,8 +295,9 @@ def causal_action_weights(
         Fits ``direct_lingam`` on the columns ``[states, actions, reward]`` (the layout of the ACE code), reads the
         reward row of the adjacency at the action columns, ``b_k`` = direct effect of action dimension ``k`` on the
         reward in data units, and returns ``action_dim * softmax(b / temperature)``, so the weights average 1.
-        ``use_abs=True`` (default) softmaxes ``|b_k|``: a dimension that lowers the reward matters as much as one
-        that raises it. The ACE code softmaxes the signed ``b_k``; ``use_abs=False`` reproduces that. Effects are in
+        By default the signed ``b_k`` are softmaxed, as in ACE's code and paper (``weight_r =
+        adjacency[-1, obs_dim:obs_dim + act_dim]``): a dimension that raises the reward weighs more than one that
+        lowers it. ``use_abs=True`` softmaxes ``|b_k|`` instead, so that both matter alike. Effects are in
         reward units per action unit, so rescaling the reward sharpens the weights; ``temperature`` undoes that.
         Degenerate columns are handled rather than rejected, since replay data often has them: constant state
         columns are left out of the fit, constant action columns get effect 0, and a constant reward gives all
@@ -306,7 +307,7 @@ def causal_action_weights(
         - actions: ``(N, A)`` array or tensor.
         - rewards: ``(N,)`` or ``(N, 1)`` array or tensor.
         - temperature: softmax temperature, ``> 0``.
-        - use_abs: softmax the absolute effects (default) or the signed ones (as the ACE code).
+        - use_abs: softmax the absolute effects, not the signed ones (the default, as the ACE code).
         - prune: pruning rule passed to ``direct_lingam``.
     Returns:
         - weights: float64 numpy array ``(A,)``, positive, summing to ``A``.
