@@ -1,0 +1,69 @@
+"""SAC-ACE on Hopper-v5 at the settings of its authors' code (Ji et al., ICML 2024; the official repository
+jity16/ACE-Off-Policy-Actor-Critic-with-Causality-Aware-Entropy-Regularization: model/, main_causal.py,
+utilis/default_config.py). MuJoCo: `pip install 'zoo-rl[mujoco]'`; meant for a GPU: `--set device=cuda`.
+
+As there: actor and twin critics of 3 hidden layers of 1024 (ELU after the first, then ReLU), Xavier-uniform
+weights and zero biases; batch 512; Adam at 3e-4 for critics, actor and temperature (log alpha from 0); gamma 0.99,
+tau 0.005; actor, temperature and target critics every 2nd update; 10k uniformly random steps, updates from step
+513 on (as soon as the replay holds more than one batch); one update per env step for 1M steps; causal weights
+from DirectLiNGAM's signed effects of each action dimension on the reward, refitted every 10k env steps on the latest
+10k transitions; a dormancy-guided reset every 100k updates from 5k on (about 9 in 1M steps), mixing in fresh
+orthogonal weights with zero biases, Adam's moments cleared. Evaluation: 10 deterministic episodes every 5k steps
+(the code: every 10 episodes).
+
+Where zoo differs, and why: the causal fit runs in the background and its weights apply 200 updates after it
+starts (the code stops training while it fits): the same weights, a run that does not wait; the actor's mean and
+log-std come from one output layer of 2 x |A| units rather than two heads of |A| (Xavier's bound differs by 0.1%
+at 1024 inputs); zoo counts updates from 1, the code from 0, so its every-2nd updates fall one update apart.
+
+Cost (this config, one update per env step, measured here, see docs/speed.md): 1M steps take days on one CPU
+thread; on a GPU with the step compiled and captured, hours. This file is what to run where a GPU is at hand."""
+
+config = dict(
+    exp_name="sac_ace_official_hopper",
+    seed=0,
+    env=dict(id="Hopper-v5"),
+    policy=dict(
+        type="sac_ace",
+        hidden_sizes=[1024, 1024, 1024],
+        activation="relu",
+        input_activation="elu",
+        init="xavier",
+        actor_learning_rate=3e-4,
+        critic_learning_rate=3e-4,
+        alpha_learning_rate=3e-4,
+        init_alpha=1.0,
+        batch_size=512,
+        gamma=0.99,
+        tau=0.005,
+        actor_update_interval=2,
+        target_update_interval=2,
+        log_std_min=-20.0,
+        log_std_max=2.0,
+        causal_weights=True,
+        causal_interval=10_000,
+        causal_sample_size=10_000,
+        causal_use_abs=False,
+        dormant_reset=True,
+        reset_interval=100_000,
+        reset_start=5_000,
+        dormant_tau=0.05,
+        reset_factor_min=0.2,
+        reset_factor_max=0.9,
+        reset_init="orthogonal",
+    ),
+    pipeline=dict(
+        num_envs=1,
+        buffer_size=1_000_000,
+        learning_starts=513,
+        random_steps=10_000,
+        train_freq=1,
+        gradient_steps=1,
+        steps_per_iteration=1_000,
+        max_env_steps=1_000_000,
+        eval_every=5,
+        eval_episodes=10,
+        checkpoint_every=10,
+        log_every_s=30.0,
+    ),
+)
