@@ -203,6 +203,24 @@ def test_a_half_written_kept_seed_is_left_out_and_said(tmp_path, configs):
     assert said == f"zoo bench: left out of the report: '{half}' has no metrics.jsonl.gz: a half-written kept seed\n"
 
 
+def test_a_run_directory_with_a_final_evaluation_but_no_metrics_rows_is_left_out_and_said(tmp_path, configs):
+    root = tmp_path / "runs" / "bench" / TINY.name
+    for seed, rows in ((0, ROWS), (1, []), (2, None)):
+        run = root / f"seed_{seed}"
+        run.mkdir(parents=True)
+        dump_config(runs.expected_config(TINY, seed, configs), run / "config.yaml")
+        (run / "final_eval.json").write_text(json.dumps({"returns": [7.0] * 10, "episodes": 10}))
+        if rows is not None:
+            (run / "metrics.jsonl").write_bytes(_metrics(rows))
+    said = io.StringIO()
+    report.report(["tiny"], runs_dir=str(tmp_path / "runs"), out=str(tmp_path / "b.md"), seeds=3, reps=200,
+                  configs=configs, stream=said)
+    assert "| 1/3 | 7.0 [" in (tmp_path / "b.md").read_text()
+    assert said.getvalue().splitlines() == [
+        f"zoo bench: left out of the report: '{root / 'seed_1'}' holds a final evaluation but no metrics rows",
+        f"zoo bench: left out of the report: '{root / 'seed_2'}' has a final_eval.json but no metrics.jsonl"]
+
+
 def test_a_seed_is_kept_whole_or_not_at_all(tmp_path, configs, monkeypatch):
     from zoo.bench import results as results_module
 

@@ -58,29 +58,35 @@ def _whole(path: Path, kept: bool) -> str | None:
     return None
 
 
-def _finished(root: Path, entry: Entry, seeds: int, configs: Path, kept: bool, stream: IO[str]) -> list[Path]:
-    """The entry's seed folders (0 .. seeds-1) with a final evaluation; a ZooError naming one that holds a run of
-    another config or seed (the report refuses, as ``zoo plot --aggregate`` does a damaged final_eval.json); a
-    folder that is not whole is left out, said on ``stream``. ``kept``: a results folder's kept seeds."""
+def _finished(root: Path, entry: Entry, seeds: int, configs: Path, kept: bool, stream: IO[str]) -> list[dict]:
+    """What the report reads (``_read``) of the entry's seed folders (0 .. seeds-1) with a final evaluation; a
+    ZooError naming one that holds a run of another config or seed, or a damaged file (the report refuses, as
+    ``zoo plot --aggregate`` does a damaged final_eval.json); a folder that is not whole (no metrics rows among
+    them) is left out, said on ``stream``. ``kept``: a results folder's kept seeds."""
     finished = []
     for seed in range(seeds):
         path = root / entry.name / f"seed_{seed}"
         problem = _whole(path, kept)
+        if problem is None:
+            check_own(path, entry, seed, configs)
+            check_eval_seed(path, entry, seed, required=kept)
+            result = _read(path)
+            problem = f"'{path}' holds a final evaluation but no metrics rows" if result is None else None
         if problem:
             print(f"zoo bench: left out of the report: {problem}", file=stream, flush=True)
-        if problem is not None:
-            continue
-        check_own(path, entry, seed, configs)
-        check_eval_seed(path, entry, seed, required=kept)
-        finished.append(path)
+        elif problem is None:
+            finished.append(result)
     return finished
 
 
-def _read(run: Path) -> dict[str, Any]:
+def _read(run: Path) -> dict[str, Any] | None:
+    # What the table takes from one finished run; None for a run without metrics rows (not whole).
     view = RunView(run)
     returns = view.final_returns()
     rows = view.rows
-    last = rows[-1] if rows else {}
+    if not rows:
+        return None
+    last = rows[-1]
     cfg = view.config
     evaluations = [row["eval_return_mean"] for row in rows if row.get("eval_return_mean") is not None]
     late = float(np.mean(evaluations[-LATE_EVALS:])) if evaluations else None
@@ -149,8 +155,7 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
     if not out_path.parent.is_dir():
         raise ZooError(f"cannot write '{out}': the folder '{out_path.parent}' does not exist")
     stream = stream or sys.stderr
-    found = {entry.name: [_read(run) for run in _finished(root, entry, seeds, configs, results is not None, stream)]
-             for entry in entries}
+    found = {entry.name: _finished(root, entry, seeds, configs, results is not None, stream) for entry in entries}
     dates = [r["started"] for runs in found.values() for r in runs if r["started"]]
     command = f"zoo bench {' '.join(suites)} --report {out}" + (f" --results {results}" if results is not None else "")
     source = ("the results kept under" if results is not None else "the run directories under")

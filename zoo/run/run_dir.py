@@ -207,18 +207,12 @@ class RunDirectory:
             kind = not_regular(os.stat(LOCK_FILE, dir_fd=directory, follow_symlinks=False).st_mode)
         except FileNotFoundError:
             kind = None
-        if kind is None:
-            try:
-                descriptor = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | _LOCK_FLAGS, 0o666, dir_fd=directory)
-            except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    raise
-                kind = "a symbolic link"  # made between the look and the open
-            else:
-                kind = not_regular(os.fstat(descriptor).st_mode)
-                if kind is None:
-                    return descriptor
-                os.close(descriptor)
+        if kind is None:  # a link made since the look: ELOOP, an OSError line of its own
+            descriptor = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | _LOCK_FLAGS, 0o666, dir_fd=directory)
+            kind = not_regular(os.fstat(descriptor).st_mode)
+            if kind is None:
+                return descriptor
+            os.close(descriptor)
         raise RunDirectoryError(f"'{self.path / LOCK_FILE}' is {kind}, not a regular file: zoo locks a run directory "
                                 f"with a file of its own; move it away")
 
