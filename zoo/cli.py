@@ -186,7 +186,7 @@ def _rounded(value: float | None) -> str:
 
 
 def _run_seeds(args: argparse.Namespace, overrides: list[Any]) -> int:
-    from .run.limits import check_counts
+    from .lifetime import check_counts
     from .run.seeds import failed, run_seeds, table
 
     check_counts(len(args.seeds), args.jobs)

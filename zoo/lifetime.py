@@ -21,7 +21,22 @@ import threading
 import time
 from pathlib import Path
 
-from .errors import ZooError, first_line
+from .errors import ConfigError, ZooError, first_line
+
+# How many child runs one command may ask for (``zoo run --seeds``, ``zoo bench``): a count past these is a typo,
+# never a plan (``--seeds 99999999999999999999999`` would plan that many runs, ``--jobs 100000`` start that many
+# processes at once). Here, light, because the CLI checks them before anything heavy is imported.
+MAX_SEEDS = 1000  # seeds of one command: rliable's studies use at most 100
+MAX_JOBS = 256  # runs at once, each a process
+
+
+def check_counts(seeds: int, jobs: int) -> None:
+    """One ConfigError line unless ``1 <= seeds <= MAX_SEEDS`` (how many seeds) and ``1 <= jobs <= MAX_JOBS``."""
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError(f"--seeds must be at least 1 and at most {MAX_SEEDS} seeds, got {seeds}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ConfigError(f"--jobs must be at least 1 and at most {MAX_JOBS} (runs at once, each a process), got "
+                          f"{jobs}")
 
 
 def failure_line(error: BaseException, limit: int = 300) -> str:

@@ -2,7 +2,7 @@
 ``zoo.bench.report.report``). Importing this module costs nothing (the CLI builds its parser from it).
 
 The arguments are checked before anything is read or written: ``--seeds`` and ``--jobs`` are bounded
-(``zoo.run.limits``) (a 23-digit ``--seeds`` would otherwise try to plan that many runs), and a path
+(``zoo.lifetime.check_counts``) (a 23-digit ``--seeds`` would otherwise try to plan that many runs), and a path
 (``--runs-dir``, ``--report``, ``--results``) that no file can have on this system is one line, not the system's
 ``ENAMETOOLONG`` from deep inside.
 """
@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigError, ZooError
-from ..run.limits import check_counts
+from ..lifetime import check_counts
 
 NAME_MAX, PATH_MAX = 255, 4096  # bytes of one path component and of a whole path (Linux)
 

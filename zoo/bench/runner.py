@@ -47,9 +47,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ConfigError, ZooError
-from ..lifetime import exit_cause
+from ..lifetime import check_counts, exit_cause
 from ..run.children import RELEASE_WAIT_S, ChildRuns, Ended, wait_for_release
-from ..run.limits import check_counts
 from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE, lock_owner
 from ..run.view import RunView
 from .locks import RunLocks, take_lock
@@ -61,6 +60,7 @@ __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "
            "entries_of", "parse_shard", "pick_entries", "plan", "read_final_returns", "shard_of"]
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LOCK_WAIT_S = 5.0  # how long a runner tries for its slice's lock, and the runs', before refusing (`take_lock`)
+LOOK_WAIT_S = 2.0  # at least this long for one run's lock: another runner may be looking at the run a moment
 
 
 def entries_of(suites: list[str]) -> list[Entry]:
@@ -205,7 +205,7 @@ class Bench:
         run has steps left to start, with its lock held; else (done, failed, or another runner's) without it."""
         run.steps, run.kept_at, run.error = [], None, None
         try:
-            holder = self.locks.take(run.label, lock_deadline)
+            holder = self.locks.take(run.label, max(lock_deadline, time.monotonic() + LOOK_WAIT_S))
         except ZooError as exc:
             holder, run.error = None, str(exc)
         if holder is not None:
