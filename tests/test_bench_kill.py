@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from zoo.bench import runner
+from zoo.bench.locks import take_lock
 from zoo.bench.suites import Entry
 
 CONFIG = ("config = dict(exp_name='b', env=dict(id='CartPole-v1'), policy=dict(type='ppo', epochs=1), "
@@ -222,7 +223,9 @@ def test_the_runner_waits_a_moment_for_a_lock_left_by_a_killed_runner_then_refus
     for held_s, wait_s, taken in ((1.0, 10.0, True), (30.0, 0.5, False)):
         holder = subprocess.Popen([sys.executable, "-c", hold, str(path), str(held_s)], stdout=subprocess.PIPE)
         assert holder.stdout.readline() == b"held\n"
-        with open(path, "a+") as lock:
-            assert runner._locked(lock, wait_s=wait_s) is taken
+        lock, _ = take_lock(path, time.monotonic() + wait_s)
+        assert (lock is not None) is taken
+        if lock is not None:
+            os.close(lock)
         holder.kill()
         holder.wait()

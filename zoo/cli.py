@@ -9,6 +9,7 @@ error: ...`` asking for a report; the traceback with ``ZOO_DEBUG=1``); 128 + N a
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import logging
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
-from .errors import REFUSED_WRITES, ConfigError, ZooError, first_line, refused_write
+from .errors import REFUSED_WRITES, ZooError, first_line, refused_write
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,24 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     configuring.add_argument("--pipeline", default=None, help="a pipeline it runs on (default: its own)")
     configuring.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
-    benching = commands.add_parser("bench", help="run benchmark suites (every entry x seed, resumable)")
-    benching.add_argument("suites", nargs="+", metavar="SUITE", help="classic, mujoco, ace, hl_gauss")
-    benching.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 of every entry (default 5)")
-    benching.add_argument("--jobs", type=int, default=1, help="runs at once (processes)")
-    benching.add_argument("--runs-dir", default="runs", help="runs go to RUNS_DIR/bench/<entry>/seed_<k>")
-    benching.add_argument("--report", metavar="FILE.md", default=None,
-                          help="train nothing: write the suites' table from their finished runs (docs/benchmarks.md)")
-    benching.add_argument("--results", metavar="DIR", default=None,
-                          help="keep each evaluated run's small files in DIR/<entry>/seed_<k>/ (to commit); with "
-                               "--report: read the table from DIR instead of run directories")
-    benching.add_argument("--shard", metavar="K/M", default=None,
-                          help="train only the K-th of M disjoint slices of the runs (one per machine, e.g. a SLURM "
-                               "array task, into one shared --runs-dir); --report combines them")
-    benching.add_argument("--entries", nargs="+", metavar="ENTRY", default=None,
-                          help="train only these entries of the suites (e.g. sac_hopper td3_hopper), to choose "
-                               "what finishes first")
-    benching.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    from .bench.command import add_parser as add_bench_parser  # light: the runner is imported when it runs
 
+    add_bench_parser(commands)
     from .tune import add_parser as add_tune_parser  # light: optuna is imported only when a study runs
 
     add_tune_parser(commands)
@@ -200,8 +186,10 @@ def _rounded(value: float | None) -> str:
 
 
 def _run_seeds(args: argparse.Namespace, overrides: list[Any]) -> int:
+    from .lifetime import check_counts
     from .run.seeds import failed, run_seeds, table
 
+    check_counts(len(args.seeds), args.jobs)
     if args.resume or args.seed is not None:
         raise ZooError("--seeds trains new runs from --config: drop --resume/--seed (resume one seed's run directory "
                        "with zoo run --resume RUNS/EXP/seed_K)")
@@ -324,21 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return export_main(args)
         if args.command == "bench":
-            if args.report is not None:
-                if args.shard is not None or args.entries is not None:
-                    dropped = "--shard" if args.shard is not None else "--entries"
-                    raise ConfigError(f"--report tables whole suites from every finished run, whichever runner "
-                                      f"trained it: drop {dropped}")
-                from .bench.report import report
+            from .bench.command import main as bench_main
 
-                written = report(list(args.suites), args.runs_dir, args.report, args.seeds, results=args.results)
-                print(f"wrote {written}")
-                return 0
-            from .bench.runner import bench, parse_shard
-
-            shard = None if args.shard is None else parse_shard(args.shard)
-            return bench(list(args.suites), args.seeds, args.jobs, args.runs_dir, shard=shard, results=args.results,
-                         only=args.entries)
+            return bench_main(args)
         if args.command == "config":
             from .describe import describe
 
@@ -351,14 +327,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"zoo: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:  # a name that no file can have (given, or found in a run directory)
+            return _error(args, f"a path is too long for this system ('{str(error.filename or '')[:80]}...'): use "
+                                "shorter names")
         if error.errno not in REFUSED_WRITES:
             return _internal_error(args, error)
         # The system refused a write (a full disk, a quota, a read-only place): the user's to fix, not a bug.
-        if args.debug or os.environ.get("ZOO_DEBUG"):
-            traceback.print_exc()
-        print(f"zoo: error: {refused_write(error.filename, error, 'free space or choose another place')}",
-              file=sys.stderr)
-        return 2
+        return _error(args, refused_write(error.filename, error, "free space or choose another place"))
     except Exception as error:  # not the user's input: a bug in zoo (or in a plugin it called)
         return _internal_error(args, error)
     except KeyboardInterrupt:
@@ -366,6 +341,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         warnings.showwarning = previous
+
+
+def _error(args: argparse.Namespace, line: str) -> int:
+    if args.debug or os.environ.get("ZOO_DEBUG"):
+        traceback.print_exc()
+    print(f"zoo: error: {line}", file=sys.stderr)
+    return 2
 
 
 def _internal_error(args: argparse.Namespace, error: BaseException) -> int:

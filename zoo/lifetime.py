@@ -1,7 +1,9 @@
 """Child processes: they must not outlive the process that started it, and their failures reach it as one line.
 
 Below every floor that starts processes (env workers, DPPO workers, IMPALA actors, torchrun ranks); it imports
-only zoo's errors. The one protocol every supervisor of zoo's children follows (DPPO's launcher, IMPALA's actor
+only zoo's errors. Temporary folders that a process keeps for its children (``owned_temp_folder``) go away with
+it even when it is killed with SIGKILL: each holds a lock while its owner lives, and the next one made removes
+those whose owner is gone. The one protocol every supervisor of zoo's children follows (DPPO's launcher, IMPALA's actor
 pool): a child that fails sends ``("failed", failure_line(error), flag)`` over its pipe and exits; a child that
 dies without a word is described from its exit code by ``exit_cause``.
 """
@@ -9,12 +11,32 @@ dies without a word is described from its exit code by ``exit_cause``.
 from __future__ import annotations
 
 import _thread
+import fcntl
 import os
+import secrets
+import shutil
 import signal
+import tempfile
 import threading
 import time
+from pathlib import Path
 
-from .errors import ZooError, first_line
+from .errors import ConfigError, ZooError, first_line
+
+# How many child runs one command may ask for (``zoo run --seeds``, ``zoo bench``): a count past these is a typo,
+# never a plan (``--seeds 99999999999999999999999`` would plan that many runs, ``--jobs 100000`` start that many
+# processes at once). Here, light, because the CLI checks them before anything heavy is imported.
+MAX_SEEDS = 1000  # seeds of one command: rliable's studies use at most 100
+MAX_JOBS = 256  # runs at once, each a process
+
+
+def check_counts(seeds: int, jobs: int) -> None:
+    """One ConfigError line unless ``1 <= seeds <= MAX_SEEDS`` (how many seeds) and ``1 <= jobs <= MAX_JOBS``."""
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError(f"--seeds must be at least 1 and at most {MAX_SEEDS} seeds, got {seeds}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ConfigError(f"--jobs must be at least 1 and at most {MAX_JOBS} (runs at once, each a process), got "
+                          f"{jobs}")
 
 
 def failure_line(error: BaseException, limit: int = 300) -> str:
@@ -92,3 +114,54 @@ def stop_when_parent_dies(grace_s: float = 30.0, poll_s: float = 0.5) -> threadi
     _parent_watcher = threading.Thread(target=watch, name="zoo-parent-watcher", daemon=True)
     _parent_watcher.start()
     return _parent_watcher
+
+
+OWNER_FILE = ".owner"  # in a folder of ``owned_temp_folder``: locked while the process that made it lives
+
+
+def owned_temp_folder(prefix: str) -> tuple[Path, int]:
+    """A new folder ``<temp>/<prefix><random>`` and the descriptor of the lock it holds while this process lives
+    (close it, after removing the folder, to let go). Folders of the same ``prefix`` whose owner has died (a
+    ``kill -9`` leaves them) are removed first (``remove_orphaned_folders``)."""
+    remove_orphaned_folders(prefix)
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    # Locked before it gets its name, so that no other process ever sees an owner file that is not held.
+    pending = folder / f"{OWNER_FILE}.{secrets.token_hex(4)}"
+    descriptor = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(pending, folder / OWNER_FILE)
+    except BaseException:
+        os.close(descriptor)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder, descriptor
+
+
+def remove_orphaned_folders(prefix: str, where: str | None = None) -> list[Path]:
+    """Remove the folders ``<where>/<prefix>*`` (default: the temp folder) that this user owns and whose owner
+    process has died: their ``OWNER_FILE`` lock is free. A folder without one (made by an older zoo, or being made
+    this instant) is left alone, and so is anything that is not a real folder. The folders removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(where or tempfile.gettempdir()))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if (not entry.name.startswith(prefix) or not entry.is_dir(follow_symlinks=False)
+                    or entry.stat(follow_symlinks=False).st_uid != os.getuid()):
+                continue
+            descriptor = os.open(os.path.join(entry.path, OWNER_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                                 | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its owner lives
+        finally:
+            os.close(descriptor)
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed

@@ -10,23 +10,31 @@ swings on envs such as Hopper, where an agent near 3,000 falls to 1,000 between 
 steadier, and the two together say whether a verdict rests on one checkpoint). The
 figures (``zoo plot --aggregate``'s: interval estimates, performance profiles, IQM over env steps) go beside the
 file, one per suite. An entry still running shows what has finished; nothing is invented for what has not. A seed
-folder with a final evaluation that holds a run of another config or seed, or a damaged final_eval.json, is refused
-in one line naming it (never reported), as ``zoo plot --aggregate`` refuses a damaged final_eval.json.
+folder with a final evaluation that holds a run of another config or seed (its config.yaml must name the seed, and
+its final_eval.json, where it records one, that seed's evaluation seed), or a damaged final_eval.json or metrics
+file, is refused in one line naming it (never reported), as ``zoo plot --aggregate`` refuses a damaged
+final_eval.json. A seed folder that is not whole (a final evaluation without metrics rows; in a results folder,
+anything but a whole kept seed, ``zoo.bench.results.kept_state``: half-written, a symbolic link, a FIFO in a file's
+place) is left out of the table, and a line on ``stream`` says so.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from ..errors import ZooError
+from ..run.metrics_files import METRICS_JSONL
 from ..run.view import RunView
 from .output import refused_write, write_text
 from .published import published_for
+from .results import kept_state
 from .runner import entries_of
-from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, expected_config
+from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_eval_seed, check_own, configs_dir, expected_config
 from .stats import aggregate, iqm
 from .suites import SUITES, Entry
 
@@ -36,23 +44,49 @@ COMPARISONS = (("ace", "sac_ace_hopper", "sac_hopper"), ("ace", "sac_ace_halfche
                ("hl_gauss", "sac_hl_gauss_pendulum", "sac_pendulum"))
 
 
-def _finished(root: Path, entry: Entry, seeds: int, configs: Path) -> list[Path]:
-    """The entry's seed folders (0 .. seeds-1) with a final evaluation; a ZooError naming one that holds a run of
-    another config or seed (the report refuses, as ``zoo plot --aggregate`` does a damaged final_eval.json)."""
+def _whole(path: Path, kept: bool) -> str | None:
+    """None when the seed folder ``path`` is whole (see the module docstring); "" when it holds no final
+    evaluation (not finished: pending); else why it is left out."""
+    if kept:
+        return kept_state(path)
+    if not os.path.lexists(path / FINAL_EVAL_FILE):
+        return ""
+    if path.is_symlink():
+        return f"'{path}' is a symbolic link, not a run directory of zoo bench"
+    if not os.path.lexists(path / METRICS_JSONL):
+        return f"'{path}' has a {FINAL_EVAL_FILE} but no {METRICS_JSONL}"
+    return None
+
+
+def _finished(root: Path, entry: Entry, seeds: int, configs: Path, kept: bool, stream: IO[str]) -> list[dict]:
+    """What the report reads (``_read``) of the entry's seed folders (0 .. seeds-1) with a final evaluation; a
+    ZooError naming one that holds a run of another config or seed, or a damaged file (the report refuses, as
+    ``zoo plot --aggregate`` does a damaged final_eval.json); a folder that is not whole (no metrics rows among
+    them) is left out, said on ``stream``. ``kept``: a results folder's kept seeds."""
     finished = []
     for seed in range(seeds):
         path = root / entry.name / f"seed_{seed}"
-        if (path / FINAL_EVAL_FILE).is_file():
+        problem = _whole(path, kept)
+        if problem is None:
             check_own(path, entry, seed, configs)
-            finished.append(path)
+            check_eval_seed(path, entry, seed, required=kept)
+            result = _read(path)
+            problem = f"'{path}' holds a final evaluation but no metrics rows" if result is None else None
+        if problem:
+            print(f"zoo bench: left out of the report: {problem}", file=stream, flush=True)
+        elif problem is None:
+            finished.append(result)
     return finished
 
 
-def _read(run: Path) -> dict[str, Any]:
+def _read(run: Path) -> dict[str, Any] | None:
+    # What the table takes from one finished run; None for a run without metrics rows (not whole).
     view = RunView(run)
     returns = view.final_returns()
     rows = view.rows
-    last = rows[-1] if rows else {}
+    if not rows:
+        return None
+    last = rows[-1]
     cfg = view.config
     evaluations = [row["eval_return_mean"] for row in rows if row.get("eval_return_mean") is not None]
     late = float(np.mean(evaluations[-LATE_EVALS:])) if evaluations else None
@@ -108,19 +142,20 @@ def _figure(entries: list[Entry], results: dict[str, list[dict[str, Any]]], path
 
 def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmarks.md", seeds: int = 5,
            reps: int = 2000, seed: int = 0, configs: str | Path | None = None,
-           results: str | Path | None = None) -> str:
+           results: str | Path | None = None, stream: IO[str] | None = None) -> str:
     """Write the report (see the module docstring) for ``suites`` from ``runs_dir/bench``, or from the results
     folder ``results`` (``zoo.bench.results``: the same table from the kept files alone); returns its path.
     ``configs``: the folder of the suites' config files (default ``configs_dir``), whose runs alone are reported.
     The text depends on the runs only (its date is the newest run's start), so the same results give the same
-    file."""
+    file. Seed folders left out (not whole) are named on ``stream`` (default stderr)."""
     entries = entries_of(suites)
     configs = Path(configs) if configs is not None else configs_dir(entries)
     root = Path(results) if results is not None else Path(runs_dir) / "bench"
     out_path = Path(out)
     if not out_path.parent.is_dir():
         raise ZooError(f"cannot write '{out}': the folder '{out_path.parent}' does not exist")
-    found = {entry.name: [_read(run) for run in _finished(root, entry, seeds, configs)] for entry in entries}
+    stream = stream or sys.stderr
+    found = {entry.name: _finished(root, entry, seeds, configs, results is not None, stream) for entry in entries}
     dates = [r["started"] for runs in found.values() for r in runs if r["started"]]
     command = f"zoo bench {' '.join(suites)} --report {out}" + (f" --results {results}" if results is not None else "")
     source = ("the results kept under" if results is not None else "the run directories under")

@@ -11,27 +11,42 @@ files can be committed as they finish. ``zoo bench SUITE... --report FILE.md --r
 run directories: a fresh clone regenerates the table without a single run directory (``zoo.bench.report``).
 
 A results folder is read as data like a run directory (``zoo.run.view.RunView`` reads ``metrics.jsonl.gz``, bounded
-when decompressed); checkpoints and models are never copied.
+in bytes and rows, typed); checkpoints and models are never copied. A seed is kept whole or not at all: its files
+are written into a new folder beside ``seed_<k>`` (``.seed_<k>.<random>.tmp``), which is then renamed to it (an
+older ``seed_<k>`` is renamed away first and removed after), so a kill or a full disk never leaves a half-written
+seed. ``kept_state`` says whether a folder is such a whole seed: a real folder (not a symbolic link) holding
+config.yaml, final_eval.json and metrics.jsonl.gz (and environment.json), each a regular file, and nothing else;
+anything else (a folder written by hand or by an older zoo, a final evaluation without its metrics) is not counted,
+and the report and the runner say so. Nothing is ever written through a symbolic link out of the results folder.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
 import math
+import os
+import secrets
+import shutil
+import stat
 from pathlib import Path
 
 from ..errors import ZooError
-from ..run.metrics_files import METRICS_JSONL, METRICS_JSONL_GZ
+from ..run.metrics_files import MAX_DECOMPRESSED_BYTES, METRICS_JSONL, METRICS_JSONL_GZ
 from ..run.run_dir import CONFIG_FILE, ENVIRONMENT_FILE
-from ..run.state_files import atomic_write_bytes
+from ..run.state_files import not_regular, read_regular
+from ..run.view import RunView
 from .output import refused_write
-from .runs import FINAL_EVAL_FILE, config_difference, read_final_returns
+from .runs import FINAL_EVAL_FILE, check_eval_seed, config_difference, read_final_returns
 from .suites import Entry
 
 KEPT_FILES = (CONFIG_FILE, ENVIRONMENT_FILE, FINAL_EVAL_FILE)
+# What a whole kept seed holds (environment.json too, where the run had one) and nothing else.
+WHOLE_FILES = (CONFIG_FILE, FINAL_EVAL_FILE, METRICS_JSONL_GZ)
 KEPT_TRAINING_ROWS = 500  # training rows kept per run besides its evaluation rows, the first and the last
+_SMALL_FILE_BYTES = 1 << 20  # config.yaml, environment.json, final_eval.json: a few KB each
 
 
 def thinned(data: bytes, rows: int = KEPT_TRAINING_ROWS) -> bytes:
@@ -39,7 +54,7 @@ def thinned(data: bytes, rows: int = KEPT_TRAINING_ROWS) -> bytes:
     the last row (even where it repeats the env steps of the row before), every row without ``env_steps``, and the
     first row at or after each multiple of ``last env_steps / rows`` (the first row among them); each line byte
     for byte, in order. Thinning thinned rows changes nothing (the grid comes from the last row, which is kept),
-    and the report reads only the kept ones (evaluations, the last row)."""
+    and the report reads only the kept ones (evaluations, the last row). At most ``rows + 2`` lines are kept whole."""
     lines = data.splitlines(keepends=True)
     if len(lines) <= rows + 2:
         return data
@@ -65,17 +80,67 @@ def compressed(data: bytes) -> bytes:
     return buffer.getvalue()
 
 
+def refuse_links(destination: Path) -> None:
+    """A ZooError unless ``destination`` and its entry folder are real folders or absent: zoo bench never writes
+    through a symbolic link out of the results folder."""
+    for folder in (destination.parent, destination):
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(mode):
+            kind = not_regular(mode) if not stat.S_ISREG(mode) else "a file"
+            raise ZooError(f"'{folder}' is {kind}, not a folder of kept results: zoo bench writes only inside the "
+                           f"results folder; move it away")
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    with open(path, "xb") as stream:
+        stream.write(data)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _replace_folder(staging: Path, destination: Path) -> None:
+    """Rename the whole folder ``staging`` to ``destination``; an older ``destination`` is renamed away first and
+    removed after (between the two renames there is no ``destination``: never a half of one)."""
+    try:
+        os.rename(staging, destination)
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+    old = destination.parent / f".{destination.name}.{secrets.token_hex(4)}.old"
+    os.rename(destination, old)
+    os.rename(staging, destination)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def keep(run: Path, destination: Path) -> Path:
-    """Copy the kept files of the evaluated run directory ``run`` into ``destination`` (created), the metrics rows
-    thinned and compressed; each file written whole or not at all. A ZooError line when the final evaluation is
-    damaged or a write is refused."""
+    """Copy the kept files of the evaluated run directory ``run`` into the folder ``destination``, the metrics rows
+    thinned and compressed, as one whole folder (see the module docstring). A ZooError line when the final
+    evaluation is damaged, ``destination`` is a symbolic link, or a write is refused. Call while no other runner
+    keeps the same seed (``zoo.bench.runner`` holds the seed's lock)."""
     read_final_returns(run)  # never keep a damaged evaluation
+    refuse_links(destination)
+    files = {name: read_regular(run / name, _SMALL_FILE_BYTES) for name in KEPT_FILES if os.path.lexists(run / name)}
+    metrics = read_regular(run / METRICS_JSONL, MAX_DECOMPRESSED_BYTES)
+    files[METRICS_JSONL_GZ] = compressed(thinned(metrics))
+    parent = destination.parent
     with refused_write(destination):
-        destination.mkdir(parents=True, exist_ok=True)
-        for name in KEPT_FILES:
-            if (run / name).is_file():
-                atomic_write_bytes(destination / name, (run / name).read_bytes())
-        atomic_write_bytes(destination / METRICS_JSONL_GZ, compressed(thinned((run / METRICS_JSONL).read_bytes())))
+        parent.mkdir(parents=True, exist_ok=True)
+        for leftover in parent.glob(f".{destination.name}.*"):  # of a keep that was killed
+            if leftover.name.endswith((".tmp", ".old")) and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+        staging = parent / f".{destination.name}.{secrets.token_hex(4)}.tmp"
+        staging.mkdir()
+        try:
+            for name, data in files.items():
+                _write_whole(staging / name, data)
+            _replace_folder(staging, destination)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     return destination
 
 
@@ -85,27 +150,66 @@ def kept_path(results: Path, entry: str, seed: int) -> Path:
 
 
 def is_kept(run: Path, destination: Path) -> bool:
-    """Whether ``destination`` already holds ``run``'s final evaluation and config (same bytes), and metrics: nothing
-    to copy again (a run trained again over kept files of another config may evaluate to the same bytes)."""
-    return (destination / METRICS_JSONL_GZ).is_file() and all(
-        (destination / name).is_file() and (destination / name).read_bytes() == (run / name).read_bytes()
-        for name in (FINAL_EVAL_FILE, CONFIG_FILE))
+    """Whether ``destination`` already holds ``run``'s final evaluation and config (same bytes), and metrics, as a
+    whole kept seed: nothing to copy again (a run trained again over kept files of another config may evaluate to
+    the same bytes)."""
+    if kept_state(destination) is not None:
+        return False
+    try:
+        return all(read_regular(destination / name, _SMALL_FILE_BYTES) == read_regular(run / name, _SMALL_FILE_BYTES)
+                   for name in (FINAL_EVAL_FILE, CONFIG_FILE))
+    except (OSError, ZooError):
+        return False
+
+
+def kept_state(kept: Path) -> str | None:
+    """None when the folder ``kept`` is a whole kept seed (see the module docstring); "" when nothing is there;
+    else one line saying why it is not one."""
+    try:
+        mode = os.lstat(kept).st_mode
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"'{kept}' cannot be looked at ({exc.strerror})"
+    if not stat.S_ISDIR(mode):
+        return f"'{kept}' is {not_regular(mode) or 'a file'}, not a folder of kept results"
+    names = []
+    with os.scandir(kept) as entries:
+        for item in entries:
+            if item.name not in (*KEPT_FILES, METRICS_JSONL_GZ):
+                return f"'{kept}' holds '{item.name[:80]}', which zoo bench does not keep: not a whole kept seed"
+            kind = not_regular(item.stat(follow_symlinks=False).st_mode)
+            if kind is not None:
+                return f"'{kept / item.name}' is {kind}, not a regular file"
+            names.append(item.name)
+    missing = [name for name in WHOLE_FILES if name not in names]
+    if missing:
+        return f"'{kept}' has no {missing[-1]}: a half-written kept seed"
+    return None
 
 
 def finished_kept(kept: Path, entry: Entry, seed: int, configs: Path) -> str | None:
-    """None when the folder ``kept`` holds ``entry``'s seed ``seed`` finished (its metrics, a sound final evaluation,
-    and the config.yaml ``zoo bench`` trains that seed with, resolved from ``configs``); otherwise why not: "" when
-    nothing is kept there, else one line (a run of another config, a damaged file)."""
-    if not (kept / FINAL_EVAL_FILE).is_file():
-        return ""
-    if not (kept / METRICS_JSONL_GZ).is_file():
-        return f"'{kept}' has no {METRICS_JSONL_GZ}"
+    """None when the folder ``kept`` holds ``entry``'s seed ``seed`` finished (a whole kept seed, ``kept_state``:
+    its metrics rows readable, a sound final evaluation of that seed's evaluation seed, and the config.yaml
+    ``zoo bench`` trains that seed with, resolved from ``configs``); otherwise why not: "" when nothing is kept
+    there, else one line (a run of another config, a damaged file)."""
+    state = kept_state(kept)
+    if state is not None:
+        return state
     try:
         read_final_returns(kept)
+        check_eval_seed(kept, entry, seed, required=True)
     except ZooError as exc:  # its advice (delete it, evaluate the run again) is for a run directory
-        return str(exc).split("; delete it")[0]
+        return str(exc).split("; delete it")[0].split("; move it away")[0]
     try:
         difference = config_difference(kept, entry, seed, configs)
     except ZooError:
         return f"'{kept / CONFIG_FILE}' cannot be read as a config"
-    return None if difference is None else f"'{kept}' holds a run of another config ({difference})"
+    if difference is not None:
+        return f"'{kept}' holds a run of another config ({difference})"
+    try:
+        if not RunView(kept).rows:
+            return f"'{kept / METRICS_JSONL_GZ}' holds no metrics rows"
+    except ZooError as exc:
+        return str(exc).split(": restore")[0]
+    return None

@@ -27,14 +27,17 @@ name, never trained into, evaluated or removed.
 A progress line says how many runs are done, running and left, and an estimate of the time left (each entry's
 measured wall time per seed once one has finished, its declared estimate before). A run that fails is reported by
 name with its last error line at the end and does not stop the others (exit code 1 then). Ctrl-C or SIGTERM stop
-the children (which save) and the runner exits with 128 + the signal; one runner at a time owns the bench folder
-(or, with ``shard``, its slice of it: M runners on M machines can share one runs directory, see ``bench``).
+the children (which save) and the runner exits with 128 + the signal. One runner at a time runs each slice
+(``shard``: M runners on M machines can share one runs directory, see ``bench``), and one runner at a time each run
+(``zoo.bench.locks``): a run that another runner holds (two overlapping shardings, say) is left to it and named,
+never trained twice. A ``seed_<k>`` folder (or its entry's folder) that is a symbolic link is a failed run, never
+followed.
 """
 
 from __future__ import annotations
 
 import difflib
-import fcntl
+import os
 import shutil
 import signal
 import sys
@@ -44,18 +47,20 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ConfigError, ZooError
-from ..lifetime import exit_cause
+from ..lifetime import check_counts, exit_cause
 from ..run.children import RELEASE_WAIT_S, ChildRuns, Ended, wait_for_release
 from ..run.run_dir import CHECKPOINT_FILE, CONFIG_FILE, MODEL_FILE, lock_owner
 from ..run.view import RunView
-from .results import finished_kept, is_kept, keep, kept_path
-from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_own, configs_dir, read_final_returns
+from .locks import RunLocks, take_lock
+from .results import finished_kept, is_kept, keep, kept_path, refuse_links
+from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_eval_seed, check_own, configs_dir, read_final_returns
 from .suites import SUITES, Entry
 
-__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "bench", "configs_dir", "entries_of",
-           "parse_shard", "pick_entries", "plan", "read_final_returns", "shard_of"]
+__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "bench", "bench_runs", "configs_dir",
+           "entries_of", "parse_shard", "pick_entries", "plan", "read_final_returns", "shard_of"]
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-LOCK_WAIT_S = 5.0  # how long a runner tries for the runs directory's lock before refusing (`_locked`)
+LOCK_WAIT_S = 5.0  # how long a runner tries for its slice's lock, and the runs', before refusing (`take_lock`)
+LOOK_WAIT_S = 2.0  # at least this long for one run's lock: another runner may be looking at the run a moment
 
 
 def entries_of(suites: list[str]) -> list[Entry]:
@@ -105,12 +110,17 @@ def plan(run: Run, configs: Path, python: str = sys.executable) -> list[list[str
     """The commands still needed for ``run`` (see the module docstring), in order; a ZooError naming the folder or
     file for a run that is not the entry's (call once no other process holds the run directory)."""
     path, entry = run.path, run.entry
+    for folder in (path.parent, path):
+        if folder.is_symlink():
+            raise ZooError(f"'{folder}' is a symbolic link: zoo bench trains only into folders of its own under the "
+                           f"runs directory: move it away, zoo bench neither trains into nor reports it")
     evaluate = [python, "-m", "zoo", "eval", str(path), "--episodes", str(FINAL_EVAL_EPISODES),
                 "--json", str(path / FINAL_EVAL_FILE)]
     if (path / CONFIG_FILE).is_file():
         check_own(path, entry, run.seed, configs)
         if (path / FINAL_EVAL_FILE).is_file():
             read_final_returns(path)
+            check_eval_seed(path, entry, run.seed)
             return []
         if (path / MODEL_FILE).is_file():
             return [evaluate]
@@ -139,16 +149,21 @@ def _minutes(run: Run) -> float | None:
     # The measured training time of a finished run (its last metrics row), for the ETA.
     try:
         rows = RunView(run.kept_at or run.path).rows
-        return float(rows[-1]["wall_time"]) / 60.0 if rows else None
+        return float(rows[-1]["wall_time"]) / 60.0 if rows and "wall_time" in rows[-1] else None
     except (ZooError, ValueError, KeyError, TypeError):
         return None
 
 
 class Bench:
-    """Runs ``runs`` ``jobs`` at a time (see the module docstring); ``run()`` returns the failed ones."""
+    """Runs ``runs`` ``jobs`` at a time (see the module docstring); ``run()`` returns the failed ones.
+
+    Each run is looked at under its lock (``locks``, default: beside the runs, ``zoo.bench.locks``), which is let go
+    of again while it waits for a free job and taken back (and the run looked at again: another runner may have
+    done it meanwhile) when it starts, then held until the run is done with."""
 
     def __init__(self, runs: list[Run], jobs: int, stream: IO[str] | None = None, configs: Path | None = None,
-                 release_wait_s: float = RELEASE_WAIT_S, results: Path | None = None) -> None:
+                 release_wait_s: float = RELEASE_WAIT_S, results: Path | None = None,
+                 locks: RunLocks | None = None) -> None:
         self.runs, self.jobs = runs, jobs
         self.results = results  # where each evaluated run's small files are kept (zoo.bench.results), or None
         self.stream = stream or sys.stderr
@@ -157,11 +172,15 @@ class Bench:
         self.children = ChildRuns()
         self.active: dict[str, Run] = {}  # by label, as the children are
         self.signal: int | None = None
+        self.locks = locks if locks is not None else RunLocks(runs[0].path.parents[1] if runs else Path("."))
+        self._measured: dict[str, float | None] = {}  # by label: each finished run's minutes, read once
 
     def _eta_minutes(self, pending: list[Run]) -> float:
         measured: dict[str, list[float]] = {}
         for run in self.runs:
-            if ((run.kept_at or run.path) / FINAL_EVAL_FILE).is_file() and (minutes := _minutes(run)) is not None:
+            if run.label not in self._measured and ((run.kept_at or run.path) / FINAL_EVAL_FILE).is_file():
+                self._measured[run.label] = _minutes(run)
+            if (minutes := self._measured.get(run.label)) is not None:
                 measured.setdefault(run.entry.name, []).append(minutes)
         left = [run for run in pending] + list(self.active.values())
         total = sum(sum(measured[r.entry.name]) / len(measured[r.entry.name]) if r.entry.name in measured
@@ -181,7 +200,31 @@ class Bench:
         self.signal = self.signal or signum
         self.children.send(signal.SIGTERM)  # each run saves its checkpoint and exits
 
-    def _plan(self, run: Run, deadline: float) -> None:
+    def _look(self, run: Run, deadline: float, lock_deadline: float, quiet: bool = False) -> bool:
+        """Take ``run``'s lock and plan it (``_plan``); a run finished before is kept (``_keep``). True when the
+        run has steps left to start, with its lock held; else (done, failed, or another runner's) without it."""
+        run.steps, run.kept_at, run.error = [], None, None
+        try:
+            holder = self.locks.take(run.label, max(lock_deadline, time.monotonic() + LOOK_WAIT_S))
+        except ZooError as exc:
+            holder, run.error = None, str(exc)
+        if holder is not None:
+            run.error = (f"another zoo bench (pid {holder}) is running it (an overlapping --shard, or the same runs "
+                         f"directory): left to it; run this command again once that one has finished")
+        if run.error is not None:
+            return False
+        self._plan(run, deadline, quiet)
+        if not run.steps and run.error is None and run.kept_at is None and self.signal is None:
+            try:  # evaluated before (perhaps before the first --results): kept now
+                self._keep(run)
+            except ZooError as exc:
+                run.error = str(exc)
+        if run.steps and run.error is None:
+            return True
+        self.locks.release(run.label)
+        return False
+
+    def _plan(self, run: Run, deadline: float, quiet: bool = False) -> None:
         """``run.steps``, once the killed runner's child (saving on its SIGTERM) has let go of its directory; a
         run that cannot be planned gets ``error``."""
         if not wait_for_release(run.path, max(0.0, deadline - time.monotonic()), lambda: self.signal is not None):
@@ -189,23 +232,29 @@ class Bench:
                 run.error = (f"'{run.path}' is in use by another zoo process (pid {lock_owner(run.path) or '?'}) "
                              f"after waiting {self.release_wait_s:.0f} s: stop it, then run zoo bench again")
             return
-        if self._finished_in_results(run):
+        if self._finished_in_results(run, quiet):
             return
         try:
             run.steps = plan(run, self.configs)
         except ZooError as exc:
             run.error = str(exc)
 
-    def _finished_in_results(self, run: Run) -> bool:
-        """Whether ``run`` has no directory here but is finished in the results folder (then ``kept_at``)."""
+    def _finished_in_results(self, run: Run, quiet: bool = False) -> bool:
+        """Whether ``run`` needs nothing more: it has no directory here and is finished in the results folder (then
+        ``kept_at``), or its kept seed is a symbolic link (then ``error``: nothing is trained to be kept there)."""
         if self.results is None or run.path.exists() or run.path.is_symlink():
             return False
         kept = kept_path(self.results, run.entry.name, run.seed)
+        try:
+            refuse_links(kept)
+        except ZooError as exc:
+            run.error = str(exc)
+            return True
         problem = finished_kept(kept, run.entry, run.seed, self.configs)
         if problem is None:
             run.kept_at = kept
             return True
-        if problem:  # kept files there, but not this entry's finished run: say why it trains again
+        if problem and not quiet:  # kept files there, but not this entry's finished run: say why it trains again
             print(f"zoo bench: {run.label} trains again: {problem}", file=self.stream, flush=True)
         return False
 
@@ -241,16 +290,11 @@ class Bench:
         """Do what is left of every run; the runs that failed (with ``error``)."""
         previous = {signum: signal.signal(signum, self._on_signal) for signum in _SIGNALS}
         try:
-            deadline = time.monotonic() + self.release_wait_s  # one wait for all: the killed children die together
+            # One wait for all: the killed children (and the killed runner's forks) die together.
+            deadline, lock_deadline = time.monotonic() + self.release_wait_s, time.monotonic() + LOCK_WAIT_S
             for run in self.runs:
-                if self.signal is None:
-                    self._plan(run, deadline)
-            for run in self.runs:  # evaluated before (perhaps before the first --results): kept now
-                if not run.steps and run.error is None and run.kept_at is None and self.signal is None:
-                    try:
-                        self._keep(run)
-                    except ZooError as exc:
-                        run.error = str(exc)
+                if self.signal is None and self._look(run, deadline, lock_deadline):
+                    self.locks.release(run.label)  # taken again when it starts: a waiting run holds no lock
             pending = [run for run in self.runs if run.steps and run.error is None]
             if self.signal is not None:
                 pending = []
@@ -258,19 +302,27 @@ class Bench:
             self._report(done, pending)
             while self.active or (pending and self.signal is None):
                 while pending and len(self.active) < self.jobs and self.signal is None:
-                    self._start(pending.pop(0))
+                    run = pending.pop(0)
+                    now = time.monotonic()
+                    if self._look(run, now + self.release_wait_s, now, quiet=True):
+                        self._start(run)
+                    else:  # done meanwhile, by another runner, or failed
+                        done += 1
+                        self._report(done, pending)
                 finished = self.children.ended()
                 if not finished:
                     time.sleep(0.2)
                     continue
                 for label, ended in finished:
                     if self._ended(ended, self.active.pop(label)):
+                        self.locks.release(label)
                         done += 1
                         self._report(done, pending)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.children.stop()  # nothing left running after an error here (on the way out, they save)
+            self.locks.release_all()
         return [run for run in self.runs if run.error is not None]
 
 
@@ -295,18 +347,11 @@ def shard_of(runs: list[Run], shard: tuple[int, int] | None) -> list[Run]:
     return runs[index - 1::count]
 
 
-def _locked(lock: Any, wait_s: float = LOCK_WAIT_S) -> bool:
-    """Take ``lock`` (an open file) exclusively, trying for ``wait_s`` seconds: a runner killed a moment ago may
-    have left a child between fork and exec that still holds the lock's file for an instant."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except OSError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
+def bench_runs(entries: list[Entry], seeds: int, root: Path) -> list[Run]:
+    """Every run of ``entries`` x seeds 0 .. ``seeds``-1 under ``root``, seed-major: the entries a suite compares
+    (SAC and SAC-ACE, say) finish their seeds side by side, and every slice of ``shard_of`` holds each entry's
+    seeds in turn, so that slices take about as long."""
+    return [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(seeds) for entry in entries]
 
 
 def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "runs",
@@ -316,32 +361,28 @@ def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "run
     """Run ``seeds`` seeds (0 .. seeds-1) of every entry of ``suites``; the exit code (0 all done, 1 a run
     failed, 128 + N after signal N). ``configs``: the folder of the suites' config files (default
     ``configs_dir``). ``shard=(K, M)``: only the K-th of M disjoint slices (``shard_of``), so that M runners --
-    on as many machines, into one shared ``runs_dir`` -- train a suite together; each slice has its own lock, and
-    ``--report`` reads whatever has finished, whichever runner trained it. ``results``: a folder where each run's
+    on as many machines, into one shared ``runs_dir`` -- train a suite together; each slice has its own lock, each
+    run too (``zoo.bench.locks``: overlapping slices never train a run twice), and ``--report`` reads whatever has
+    finished, whichever runner trained it. ``results``: a folder where each run's
     small files are kept as soon as it is evaluated (``zoo.bench.results``), to commit; a run with no directory
     under ``runs_dir`` whose files are kept there, of the entry's config, counts as finished. ``only``: train
     only these entries of the suites (``pick_entries``), in the suites' order."""
-    if seeds < 1 or jobs < 1:
-        raise ConfigError(f"--seeds and --jobs must be at least 1, got {seeds} and {jobs}")
+    check_counts(seeds, jobs)
     entries = pick_entries(entries_of(suites), only, suites)
     configs = Path(configs) if configs is not None else configs_dir(entries)
     root = Path(runs_dir) / "bench"
     root.mkdir(parents=True, exist_ok=True)
     lock_name = ".lock" if shard is None else f".lock-shard-{shard[0]}-of-{shard[1]}"
-    lock = open(root / lock_name, "a+")  # noqa: SIM115 - held for the whole bench
-    if not _locked(lock):
-        lock.close()
+    lock, _ = take_lock(root / lock_name, time.monotonic() + LOCK_WAIT_S)  # held for the whole bench
+    if lock is None:
         which = "" if shard is None else f" for shard {shard[0]}/{shard[1]}"
-        raise ZooError(f"another zoo bench is running in '{root}'{which}: wait for it, or use another --runs-dir"
-                       ) from None
+        raise ZooError(f"another zoo bench is running in '{root}'{which}: wait for it, or use another --runs-dir")
     try:
-        # Seed-major: the entries a suite compares (SAC and SAC-ACE, say) finish their seeds side by side.
-        runs = [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(seeds) for entry in entries]
-        runner = Bench(shard_of(runs, shard), jobs, stream, configs,
-                       results=Path(results) if results is not None else None)
+        runner = Bench(shard_of(bench_runs(entries, seeds, root), shard), jobs, stream, configs,
+                       results=Path(results) if results is not None else None, locks=RunLocks(root))
         failed = runner.run()
     finally:
-        lock.close()
+        os.close(lock)
     out = stream or sys.stderr
     for run in failed:
         print(f"zoo bench: {run.label} failed: {run.error}", file=out)

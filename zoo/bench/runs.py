@@ -19,13 +19,16 @@ from ..run.run_dir import CONFIG_FILE
 from ..run.view import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, RETURN_LIMIT, read_final_returns
 from .suites import SUITES, Entry
 
-__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_own", "config_difference", "configs_dir",
-           "expected_config", "read_final_returns"]
+__all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_eval_seed", "check_own",
+           "config_difference", "configs_dir", "expected_config", "read_final_returns"]
 
 # What a run's config.yaml may hold differently from its entry's config: where the folder is, and the configs'
 # folder as this clone sees it; and how the learning step ran (compiled or eager: the same updates within float
 # rounding), which does not change what a run learns.
 IGNORED_KEYS = ("runs_dir", "exp_name", "import_paths", "policy.compile")
+# What a run's config.yaml must hold to be a run of an entry and seed at all (a key zoo added since may be missing,
+# these never are): without them a ``{}`` would match every entry, and a copy without ``seed`` every seed.
+REQUIRED_KEYS = ("seed", "env.id", "policy.type", "pipeline.type", "pipeline.max_env_steps")
 # A clone's configs/ beside the package (an editable install, or zoo run from the clone's root).
 PACKAGE_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -81,17 +84,60 @@ def _difference(expected: Any, found: Any, prefix: str = "") -> str | None:
            f"for the entry"
 
 
+def _missing(found: Any) -> str | None:
+    # The first of REQUIRED_KEYS that ``found`` lacks.
+    for dotted in REQUIRED_KEYS:
+        value = found
+        for part in dotted.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return dotted
+            value = value[part]
+    return None
+
+
 def config_difference(path: Path, entry: Entry, seed: int, configs: Path) -> str | None:
     """None when ``path``'s config.yaml is the one ``zoo bench`` trains ``entry``'s seed ``seed`` with, else the
-    first key that differs; a ZooError naming ``path`` when its config.yaml cannot be read."""
+    first key that differs or is missing (``REQUIRED_KEYS``); a ZooError naming ``path`` when its config.yaml
+    cannot be read."""
     from ..config import load_config_file, to_plain
+    from ..run.state_files import check_regular
 
     try:
+        check_regular(path / CONFIG_FILE)
         found = to_plain(load_config_file(path / CONFIG_FILE))
     except ZooError as exc:
         raise ZooError(f"'{path}' is not a run of {entry.name} seed {seed} (its config.yaml cannot be read: {exc}): "
                        f"move it away, zoo bench neither trains into nor reports it") from None
+    missing = _missing(found)
+    if missing is not None:
+        return f"{missing} is missing there"
     return _difference(expected_config(entry, seed, configs), found)
+
+
+def eval_seed(seed: int) -> int:
+    """The evaluation seed of the final evaluation of a run of ``seed`` (``zoo eval``'s default, which the runner
+    uses): what its ``final_eval.json`` records as ``seed``."""
+    from ..pipelines.process import component_seed
+
+    return component_seed(seed, 0, "eval")
+
+
+def check_eval_seed(path: Path, entry: Entry, seed: int, required: bool = False) -> None:
+    """A ZooError naming ``path`` unless its ``final_eval.json`` (checked by ``read_final_returns`` first) records the
+    evaluation seed of a run of ``seed`` (``eval_seed``); ``required``: also when it records none (kept results,
+    which ``zoo bench`` always evaluates itself)."""
+    from ..run.state_files import read_regular
+
+    read_final_returns(path, episodes=None)  # a ZooError line for a damaged file, before it is parsed here
+    data = json.loads(read_regular(path / FINAL_EVAL_FILE, 1 << 20))
+    recorded = data.get("seed") if isinstance(data, dict) else None
+    if recorded is None and not required:
+        return
+    if recorded != eval_seed(seed) or isinstance(recorded, bool):
+        shown = "no seed" if recorded is None else f"seed {json.dumps(recorded)[:30]}"
+        raise ZooError(f"'{path / FINAL_EVAL_FILE}' records {shown}, not {eval_seed(seed)}, the evaluation seed of a "
+                       f"run of seed {seed}: not a final evaluation of {entry.name} seed {seed}; move it away, zoo "
+                       f"bench neither trains into nor reports it")
 
 
 def check_own(path: Path, entry: Entry, seed: int, configs: Path) -> None:

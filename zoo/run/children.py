@@ -12,7 +12,9 @@
 - ``OPENBLAS_NUM_THREADS`` is 1 unless the caller's environment sets it (several runs share the cores).
 
 - its outcome is read from files, not parsed from its text: a ``zoo run`` child writes its summary (``write_summary``,
-  atomic JSON) to the file ``SUMMARY_ENV`` names, which ``start_child`` sets to a private temporary file; ``finish``
+  atomic JSON) to the file ``SUMMARY_ENV`` names, which ``start_child`` sets to a file in a private temporary folder
+  (``zoo.lifetime.owned_temp_folder``: a ``zoo-child-*`` folder that a ``kill -9`` of the parent leaves is removed
+  by the next start of a child, and a child never makes the folder again); ``finish``
   gives the exit code, that summary (None when the child wrote none: it failed or was killed) and its last
   ``zoo: error:`` line (``error_line``, the one place that reads the CLI's error lines).
 
@@ -38,12 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..lifetime import die_with_parent
+from ..lifetime import die_with_parent, owned_temp_folder
 from .run_dir import lock_owner
-from .state_files import atomic_write_text
 
 # The environment variable naming the file where a ``zoo run`` child writes its summary (set by ``start_child``).
 SUMMARY_ENV = "ZOO_SUMMARY_FILE"
+CHILD_FOLDER_PREFIX = "zoo-child-"  # the temporary folder of each child's summary
 _SUMMARY_MAX_BYTES = 1 << 16  # a summary is a few hundred bytes
 _ERROR_PREFIXES = ("zoo: error: ", "zoo: internal error: ")
 
@@ -57,10 +59,17 @@ def write_summary(summary: Mapping[str, Any]) -> None:
     path = os.environ.get(SUMMARY_ENV)
     if not path:
         return
-    try:
-        atomic_write_text(Path(path), json.dumps(dict(summary), default=str))
+    target = Path(path)
+    try:  # into the runner's folder only: one removed (the runner was killed) is not made again
+        handle, temporary = tempfile.mkstemp(prefix=".summary.", suffix=".tmp", dir=target.parent)
     except OSError:
-        pass
+        return
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(json.dumps(dict(summary), default=str))
+        os.replace(temporary, target)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)
 
 
 def error_line(output: str) -> str | None:
@@ -99,6 +108,7 @@ class Child(subprocess.Popen):
 
     output: IO[str]
     summary_dir: Path | None = None
+    summary_lock: int | None = None  # held while the summary folder is this process's (``owned_temp_folder``)
 
     def read_output(self) -> str:
         """Everything the child wrote (call once it has ended); closes and removes its temporary files."""
@@ -107,6 +117,9 @@ class Child(subprocess.Popen):
         self.output.close()
         if self.summary_dir is not None:
             shutil.rmtree(self.summary_dir, ignore_errors=True)
+        if self.summary_lock is not None:
+            os.close(self.summary_lock)
+            self.summary_lock = None
         return text
 
     def finish(self) -> Ended:
@@ -121,7 +134,7 @@ def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cw
     environment (default: this process's), with ``OPENBLAS_NUM_THREADS=1`` unless it sets it."""
     environment = dict(os.environ if env is None else env)
     environment.setdefault("OPENBLAS_NUM_THREADS", "1")
-    summary_dir = Path(tempfile.mkdtemp(prefix="zoo-child-"))
+    summary_dir, summary_lock = owned_temp_folder(CHILD_FOLDER_PREFIX)
     environment[SUMMARY_ENV] = str(summary_dir / "summary.json")
     output = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - the child's
     try:
@@ -130,9 +143,10 @@ def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cw
     except BaseException:
         output.close()
         shutil.rmtree(summary_dir, ignore_errors=True)
+        os.close(summary_lock)
         raise
     child.output = output
-    child.summary_dir = summary_dir
+    child.summary_dir, child.summary_lock = summary_dir, summary_lock
     return child
 
 

@@ -4,29 +4,45 @@ metrics.jsonl is the source of truth; metrics.csv holds the same rows as a table
 column of its own, earlier rows an empty cell) and can always be rebuilt from it, which a resumed run does.
 
 Reading is strict, because a resumed run appends to what it reads: every line must be a JSON object of one row
-and the rows a checkpoint covers must be iterations 1..N in order. Garbage, a non-UTF-8 byte or a deleted row is
-a one-line RunDirectoryError naming the file and the line; ``repair_rows`` keeps what can be kept and says what it
+and the rows a checkpoint covers must be iterations 1..N in order. Garbage, a non-UTF-8 byte or a deleted row is a
+one-line RunDirectoryError naming the file and the line; ``repair_rows`` keeps what can be kept and says what it
 dropped. The one exception is a last line without its newline: a row cut by a kill, ignored everywhere.
+
+``read_rows`` (what ``zoo.run.view`` reads a run or kept results with, someone else's data perhaps) also refuses a
+row whose values are not all null or finite numbers (what zoo writes: the loop refuses a non-finite metric, and a
+64-bit integer is the largest count), so a string, NaN or a 400-digit integer never reaches a statistic; it is bounded
+in bytes (``MAX_DECOMPRESSED_BYTES``, also decompressed: a gzip bomb), in lines (``MAX_METRICS_ROWS``: a file of
+85 million ``{}`` lines fits in 256 MiB and would take gigabytes as rows) and per line (``MAX_LINE_BYTES``), and
+streams the file, so nothing is held beyond the rows it returns. The largest run zoo's suites train writes 15,625
+rows of about 600 bytes. Only a regular file is read (``zoo.run.state_files.open_regular``): a FIFO or a device is
+refused before it is opened.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from ..errors import RunDirectoryError
+from .state_files import open_regular
 
 METRICS_JSONL = "metrics.jsonl"
 METRICS_CSV = "metrics.csv"
 # metrics.jsonl compressed, as committed benchmark results keep it (``zoo.bench.results``); read like the plain file.
 METRICS_JSONL_GZ = "metrics.jsonl.gz"
-# A compressed metrics file is someone else's data: decompressed, it may not grow past this (a gzip bomb).
+# A metrics file is someone else's data: read (decompressed, for a gzip bomb), it may not grow past this ...
 MAX_DECOMPRESSED_BYTES = 256 << 20
+# ... nor hold more lines than this (blank ones included), nor a line longer than this.
+MAX_METRICS_ROWS = 1_000_000
+MAX_LINE_BYTES = 1 << 20
+_INTEGER_LIMIT = 2**63  # counts are 64-bit integers; beyond, a value is damage (and no float holds it exactly)
 
 
 def _plain(value: Any) -> Any:
@@ -37,57 +53,90 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _lines(path: Path) -> list[bytes]:
-    """The complete lines of ``path`` (a last line without its newline is dropped); one line for what cannot be
-    read at all."""
-    try:
-        data = _decompressed(path) if path.name.endswith(".gz") else path.read_bytes()
-    except FileNotFoundError:
-        return []
-    except IsADirectoryError:
-        raise RunDirectoryError(f"'{path}' is a directory, not a metrics file: move it out of the way") from None
-    except OSError as exc:
-        raise RunDirectoryError(f"'{path}' cannot be read ({exc.strerror}): check its permissions") from None
-    return data.split(b"\n")[:-1]
-
-
-def _decompressed(path: Path) -> bytes:
-    """The gzip file's content, at most ``MAX_DECOMPRESSED_BYTES`` (RunDirectoryError past it, or when damaged)."""
+def _lines(path: Path, bounded: bool = False) -> Iterator[tuple[int, bytes]]:
+    """``(number, line)`` for each complete line of ``path`` (a last line without its newline is dropped), read as
+    a stream; nothing for a missing file; one RunDirectoryError line for what cannot be read. ``bounded``: the
+    bounds of ``read_rows`` (see the module docstring)."""
     import gzip
     import zlib
 
+    compressed = path.name.endswith(".gz")
     try:
-        with gzip.open(path, "rb") as stream:
-            data = stream.read(MAX_DECOMPRESSED_BYTES + 1)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise RunDirectoryError(f"'{path}' is not a readable gzip file ({exc}): restore it from a copy") from None
-    if len(data) > MAX_DECOMPRESSED_BYTES:
-        raise RunDirectoryError(f"'{path}' decompresses to more than {MAX_DECOMPRESSED_BYTES >> 20} MiB: not a "
-                                "metrics file zoo wrote")
-    return data
+        handle = open_regular(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise RunDirectoryError(f"'{path}' cannot be read ({exc.strerror}): check its permissions") from None
+    limit, total = MAX_DECOMPRESSED_BYTES, 0
+    with handle:
+        if bounded and not compressed and os.fstat(handle.fileno()).st_size > limit:  # a sparse 3 GB file, say
+            raise RunDirectoryError(f"'{path}' holds more than {limit >> 20} MiB: not a metrics file zoo wrote")
+        stream: Any = gzip.GzipFile(fileobj=handle, mode="rb") if compressed else handle
+        for number in itertools.count(1):
+            if bounded and number > MAX_METRICS_ROWS:
+                if stream.read(1):
+                    raise RunDirectoryError(f"'{path}' holds more than {MAX_METRICS_ROWS:,} lines: not a metrics file "
+                                            f"zoo wrote (its longest runs write tens of thousands)")
+                return
+            try:
+                line = stream.readline(MAX_LINE_BYTES + 1 if bounded else -1)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+                raise RunDirectoryError(f"'{path}' is not a readable gzip file ({exc}): restore it from a copy"
+                                        ) from None
+            except OSError as exc:
+                raise RunDirectoryError(f"'{path}' cannot be read ({exc.strerror}): check the disk") from None
+            total += len(line)
+            if bounded and total > limit:
+                what = "decompresses to" if compressed else "holds"
+                raise RunDirectoryError(f"'{path}' {what} more than {limit >> 20} MiB: not a metrics file zoo wrote")
+            if not line.endswith(b"\n"):
+                if bounded and len(line) > MAX_LINE_BYTES:
+                    raise RunDirectoryError(f"'{path}' is damaged: line {number} is longer than {MAX_LINE_BYTES >> 20} "
+                                            f"MiB, not a metrics row: restore the file from a copy")
+                return  # the end, or a last row cut by a kill
+            yield number, line[:-1]
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
+def _value_problem(key: str, value: Any) -> str | None:
+    # Why ``value`` is no metric zoo writes (None when it is one).
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if abs(value) < _INTEGER_LIMIT else f"the value of '{key[:40]}' is an integer of " \
+                                                         f"{len(str(abs(value)))} digits"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"the value of '{key[:40]}' is {value}"
+    return f"the value of '{key[:40]}' is {json.dumps(value)[:40]}, not a number"
+
+
+def _parse(line: bytes, typed: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """The row of one line, or None and why it is none; ``typed``: also refused where a value is not null or a
+    finite number (what ``read_rows`` hands to readers that compute with the values)."""
     try:
         row = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: a line nested thousands deep
-        return None
-    return row if isinstance(row, dict) else None
+        return None, "not UTF-8 JSON of one object"
+    if not isinstance(row, dict):
+        return None, "not UTF-8 JSON of one object"
+    problem = next((p for key, value in row.items() if (p := _value_problem(key, value)) is not None), None) \
+        if typed else None
+    return (None, problem) if problem is not None else (row, "")
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Every row of a metrics.jsonl, in order; RunDirectoryError naming the first line that is not a row.
+    """Every row of a metrics.jsonl (or .jsonl.gz), in order, bounded (see the module docstring); RunDirectoryError
+    naming the first line that is not a row.
 
     Blank lines are skipped; a last line without its newline (cut by a kill) is ignored.
     """
     rows = []
-    for number, line in enumerate(_lines(path), 1):
+    for number, line in _lines(path, bounded=True):
         if not line.strip():
             continue
-        row = _parse(line)
+        row, problem = _parse(line, typed=True)
         if row is None:
-            raise RunDirectoryError(f"'{path}' is damaged: line {number} is not a metrics row (not UTF-8 JSON of "
-                                    f"one object): restore the file from a copy")
+            raise RunDirectoryError(f"'{path}' is damaged: line {number} is not a metrics row ({problem}): restore "
+                                    f"the file from a copy")
         rows.append(row)
     return rows
 
@@ -98,10 +147,10 @@ def rows_for_resume(path: Path, count: int) -> list[dict[str, Any]]:
     fix = ("restore it from a copy, or resume with --repair to keep the readable rows (the missing iterations "
            "stay missing)")
     rows: list[dict[str, Any]] = []
-    for number, line in enumerate(_lines(path), 1):
+    for number, line in _lines(path):
         if len(rows) == count:
             break
-        row = _parse(line)
+        row, _ = _parse(line)
         if row is None:
             raise RunDirectoryError(f"'{path}' is damaged at line {number} (not a metrics row): {fix}")
         if row.get("iteration") != len(rows) + 1:
@@ -117,11 +166,10 @@ def rows_for_resume(path: Path, count: int) -> list[dict[str, Any]]:
 
 def repair_rows(path: Path, count: int) -> tuple[list[dict[str, Any]], str]:
     """The readable rows of iterations 1..``count`` (each once, in order) and a sentence saying what was dropped."""
-    lines = _lines(path)
     kept: dict[int, dict[str, Any]] = {}
     unreadable = 0
-    for line in lines:
-        row = _parse(line)
+    for _, line in _lines(path):
+        row, _ = _parse(line)
         iteration = None if row is None else row.get("iteration")
         if row is None or not isinstance(iteration, int) or isinstance(iteration, bool):
             unreadable += bool(line.strip())

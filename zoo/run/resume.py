@@ -33,6 +33,7 @@ from .build import build_pipeline
 from .metrics_files import METRICS_JSONL, repair_rows, rows_for_resume
 from .observers import run_observers
 from .run_dir import CHECKPOINT_FILE, CONFIG_FILE, LOCK_FILE, RunDirectory
+from .state_files import check_regular
 
 log = logging.getLogger("zoo")
 REPAIR_HINT = "resume with --repair to restore config.yaml from the checkpoint"
@@ -57,6 +58,8 @@ def _overridden(overrides: list[Any] | None) -> list[str]:
 def resume_config(run_path: Path, overrides: list[Any] | None, repair: bool = False,
                   environ: Mapping[str, str] | None = None) -> EasyDict:
     """The config to continue ``run_path`` with: its own (checked against its checkpoint's) plus ``overrides``."""
+    for name in (CONFIG_FILE, LOCK_FILE, METRICS_JSONL):  # a FIFO or device there: one line, before anything opens it
+        check_regular(run_path / name)
     trained, replaced = _trained_config(run_path)
     base: Any = None
     if not (run_path / CONFIG_FILE).is_file():

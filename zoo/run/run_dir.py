@@ -3,9 +3,11 @@
 Guarantees, each tested:
 
 - One process owns a run directory at a time (``lock``: an advisory ``flock`` on ``.lock``, released by the OS
-  when the process dies, so a killed run never leaves a stale lock). The owner writes into the directory it locked,
-  whatever its name becomes: on Linux every file is reached through the directory's own file descriptor, so a run
-  directory moved (or moved and replaced by a copy) while a process trains in it keeps one writer per directory.
+  when the process dies, so a killed run never leaves a stale lock). A ``.lock`` that is not a regular file (a
+  FIFO, a device, a symbolic link) is refused in one line, never opened in a way that could block. The owner
+  writes into the directory it locked, whatever its name becomes: on Linux every file is reached through the
+  directory's own file descriptor, so a run directory moved (or moved and replaced by a copy) while a process
+  trains in it keeps one writer per directory.
 - Checkpoints and the model are written to a temporary file, fsync-ed and renamed: a reader sees the old file or
   the new one, never half of one. Temporary files a killed writer left behind are removed by the next owner.
 - Metrics rows are appended once per iteration. A checkpoint records how many rows it covers; a resumed run
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import check_exp_name, dump_config
-from ..errors import ConfigError, RunDirectoryError
+from ..errors import ConfigError, RunDirectoryError, ZooError
 from ..pipelines.loop import CHECKPOINT_FORMAT
 from .metrics_files import METRICS_CSV, METRICS_JSONL, MetricsWriter, read_rows
 from .state_files import (
@@ -41,6 +43,8 @@ from .state_files import (
     decode_state,
     encode_state,
     load_weights_only,
+    not_regular,
+    read_regular,
     writing,
 )
 
@@ -92,16 +96,26 @@ def new_run_directory(runs_root: str, exp_name: str) -> Path:
     raise RunDirectoryError(f"too many runs named '{exp_name}' in {root}: choose another --exp-name")
 
 
+# How a lock file is opened: never through a symbolic link (its pid would be written wherever that points), never
+# blocking (a FIFO in its place), never inherited by a child.
+_LOCK_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_RECORD_MAX_BYTES = 1 << 20  # environment.json: a few KB per session
+
+
 def lock_owner(path: str | Path) -> str | None:
     """The pid (as written in its lock file, ``"?"`` if unreadable) of the process that holds run directory
-    ``path`` now, or None when no process does. Probes with a shared lock, taken and dropped at once."""
+    ``path`` now, or None when no process does (also when ``.lock`` is no regular file: no zoo process can hold
+    that one, and ``lock`` refuses it). Probes with a shared lock, taken and dropped at once."""
     import fcntl
 
     try:
-        handle = open(Path(path) / LOCK_FILE)  # noqa: SIM115 - closed below
+        descriptor = os.open(Path(path) / LOCK_FILE, os.O_RDONLY | _LOCK_FLAGS)
     except OSError:
         return None
-    with handle:
+    if not_regular(os.fstat(descriptor).st_mode) is not None:
+        os.close(descriptor)
+        return None
+    with os.fdopen(descriptor) as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
@@ -151,14 +165,18 @@ class RunDirectory:
         except OSError as exc:
             raise RunDirectoryError(f"run directory '{self.path}' cannot be opened ({exc.strerror})") from None
         try:
-            descriptor = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666, dir_fd=directory)
+            descriptor = self._open_lock_file(directory)
             if not os.access(self.path, os.W_OK):  # a read-only file system: the lock file could still open
+                os.close(descriptor)
                 raise OSError(errno.EROFS, os.strerror(errno.EROFS))
         except OSError as exc:
             os.close(directory)
             raise RunDirectoryError(
                 f"run directory '{self.path}' is not writable ({exc.strerror}): training writes into it: make it "
                 f"writable, or copy it somewhere writable (cp -r) and resume the copy") from None
+        except RunDirectoryError:
+            os.close(directory)
+            raise
         handle = os.fdopen(descriptor, "r+")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -181,6 +199,22 @@ class RunDirectory:
             self._directory = directory
         else:  # no /proc: files are reached by name
             os.close(directory)
+
+    def _open_lock_file(self, directory: int) -> int:
+        """The descriptor of ``.lock`` in the opened ``directory`` (created): a RunDirectoryError line when it is not
+        a regular file, decided before it is opened (see ``_LOCK_FLAGS``)."""
+        try:
+            kind = not_regular(os.stat(LOCK_FILE, dir_fd=directory, follow_symlinks=False).st_mode)
+        except FileNotFoundError:
+            kind = None
+        if kind is None:  # a link made since the look: ELOOP, an OSError line of its own
+            descriptor = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | _LOCK_FLAGS, 0o666, dir_fd=directory)
+            kind = not_regular(os.fstat(descriptor).st_mode)
+            if kind is None:
+                return descriptor
+            os.close(descriptor)
+        raise RunDirectoryError(f"'{self.path / LOCK_FILE}' is {kind}, not a regular file: zoo locks a run directory "
+                                f"with a file of its own; move it away")
 
     def unlock(self) -> None:
         """Close the metrics files and release the lock (also released by the OS when the process exits)."""
@@ -238,9 +272,9 @@ class RunDirectory:
         path = self.root / ENVIRONMENT_FILE
         sessions = []
         try:
-            sessions = list(json.loads(path.read_text()).get("sessions", []))
-        except (OSError, ValueError, AttributeError):
-            pass  # none yet, or unreadable: a new list (this file is a record, never an input)
+            sessions = list(json.loads(read_regular(path, _RECORD_MAX_BYTES)).get("sessions", []))
+        except (OSError, ZooError, ValueError, AttributeError, TypeError, RecursionError):
+            pass  # none yet, or unreadable (no regular file, say): a new list (a record, never an input)
         sessions.append({**environment(), **(facts or {})})
         self._write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
 

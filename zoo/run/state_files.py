@@ -1,9 +1,16 @@
-"""Files that are never half-written and never run code: atomic writes, weights-only state, one-line errors.
+"""Files that are never half-written and never run code: atomic writes, weights-only state, one-line errors, and
+reading only regular files.
 
 Everything zoo saves (checkpoints, models, replay files, config, metrics rewrites) is written to a temporary file
 beside its target, fsync-ed and renamed over it: a reader sees the old file or the new one. State is stored so that
 ``torch.load(weights_only=True)`` reads it: tensors and plain Python values only (numpy arrays and bytes become
 uint8 tensors), so loading a file never runs code from it.
+
+A run directory may be someone else's, and any of its names may be a FIFO (``open`` would wait for a writer
+forever, and Python retries an ``open`` that a signal interrupts), a device (``/dev/zero`` never ends; opening some
+devices acts), a socket or a folder. ``open_regular`` refuses anything but a regular file from its ``stat`` (a
+symbolic link is judged by what it points to), before opening it, and opens with ``O_NONBLOCK`` so that a name
+swapped for a FIFO in between cannot block either; ``read_regular`` adds a size bound.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import io
 import os
 import pickle
 import re
+import stat
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -34,6 +42,78 @@ def _file_mode() -> int:
 
 
 _FILE_MODE = _file_mode()
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is not a regular file ("a FIFO (named pipe)"), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "of an unknown kind")
+
+
+class RefusedFile(RunDirectoryError):
+    """A file zoo will not read: not a regular file, or larger than its bound; ``reason`` says which ("is a FIFO
+    (named pipe), not a regular file")."""
+
+    def __init__(self, path: Path, reason: str, fix: str) -> None:
+        super().__init__(f"'{path}' {reason}: {fix}")
+        self.reason = reason
+
+
+def _refused(path: Path, kind: str) -> RefusedFile:
+    return RefusedFile(path, f"is {kind}, not a regular file", "zoo reads only regular files from a run directory "
+                       "or a results folder; move it away")
+
+
+def _too_large(path: Path, max_bytes: int) -> RefusedFile:
+    return RefusedFile(path, f"is larger than {max_bytes:,} bytes", "not a file zoo wrote there; move it away")
+
+
+def check_regular(path: Path) -> None:
+    """A ``RefusedFile`` line when ``path`` exists and is not a regular file (through any symbolic link); nothing
+    when it is one, or is missing (the caller's reader says so), or cannot be looked at."""
+    try:
+        kind = not_regular(os.stat(path).st_mode)
+    except OSError:
+        return
+    if kind is not None:
+        raise _refused(path, kind)
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """``path`` opened for binary reading when it is a regular file (through any symbolic link); a FIFO, device,
+    socket or folder is one RunDirectoryError line (``RefusedFile``), decided before anything opens it (see the
+    module docstring). A missing file raises FileNotFoundError; another OSError goes up as it is."""
+    kind = not_regular(os.stat(path).st_mode)
+    if kind is not None:
+        raise _refused(path, kind)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = not_regular(os.fstat(descriptor).st_mode)  # swapped between the stat and the open
+        if kind is not None:
+            raise _refused(path, kind)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def read_regular(path: Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (``open_regular``); with ``max_bytes``, a ``RefusedFile`` line for a
+    file larger than that, decided from its size before it is read (and re-checked while reading)."""
+    with open_regular(path) as stream:
+        if max_bytes is None:
+            return stream.read()
+        if os.fstat(stream.fileno()).st_size > max_bytes:
+            raise _too_large(path, max_bytes)
+        data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:  # grew while it was read
+        raise _too_large(path, max_bytes)
+    return data
 
 
 def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -143,11 +223,9 @@ def decode_state(value: Any) -> Any:
 def load_weights_only(path: Path) -> Any:
     """``torch.load`` that never runs code from the file; any failure is one RunDirectoryError line."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         raise RunDirectoryError(f"'{path}' does not exist: the run has not saved it yet") from None
-    except IsADirectoryError:
-        raise RunDirectoryError(f"'{path}' is a directory, not a zoo file: move it out of the way") from None
     except OSError as exc:
         raise RunDirectoryError(f"'{path}' cannot be read ({exc.strerror}): check its permissions") from None
     try:

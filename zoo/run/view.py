@@ -3,7 +3,9 @@ finished, as ``zoo plot``, ``zoo bench``, ``zoo tune`` and ``zoo run --seeds`` r
 by path or glob (``find_runs``).
 
 A run directory may be someone else's: everything here reads data (safe YAML, JSON, bounded files), runs no code
-from it and never writes. A damaged file is one ZooError line naming it.
+from it and never writes. A damaged file is one ZooError line naming it; a FIFO, device or socket in a file's place
+is refused before it is opened (``zoo.run.state_files.open_regular``), so no read ever blocks; metrics rows are
+bounded and typed (``zoo.run.metrics_files.read_rows``).
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ from __future__ import annotations
 import functools
 import glob
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from easydict import EasyDict
 
 from ..config import load_config_file, to_plain
-from ..errors import ZooError
+from ..errors import RunDirectoryError, ZooError
 from .metrics_files import METRICS_JSONL, METRICS_JSONL_GZ, read_rows
 from .run_dir import CHECKPOINT_FILE, CONFIG_FILE, ENVIRONMENT_FILE, MODEL_FILE
+from .state_files import RefusedFile, check_regular, read_regular
 
 # What ``zoo eval --json`` writes and ``zoo bench`` keeps as a run's final evaluation.
 FINAL_EVAL_FILE = "final_eval.json"
@@ -35,15 +39,19 @@ GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 
 def is_run(path: Path) -> bool:
     """Whether ``path`` looks like a run directory that has trained (config.yaml and metrics.jsonl), or the results
-    kept of one (``zoo.bench.results``: config.yaml and metrics.jsonl.gz)."""
-    return (path / CONFIG_FILE).is_file() and ((path / METRICS_JSONL).is_file() or (path / METRICS_JSONL_GZ).is_file())
+    kept of one (``zoo.bench.results``: config.yaml and metrics.jsonl.gz). A metrics name that is no regular file
+    still counts: reading it is refused in one line (``RunView.rows``), never silently skipped."""
+    return (path / CONFIG_FILE).is_file() and any(os.path.lexists(path / name) for name in (METRICS_JSONL,
+                                                                                            METRICS_JSONL_GZ))
 
 
 def find_runs(patterns: list[str]) -> list[Path]:
-    """Run directories named by ``patterns`` (paths or globs; a folder of run directories gives all of them)."""
+    """Run directories named by ``patterns`` (paths or globs; a folder of run directories gives all of them). A
+    pattern that names an existing path is that path, never a glob: ``res[1]`` is the folder of that name even
+    where a folder ``res1`` exists."""
     found: list[Path] = []
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) or []
+        matches = [pattern] if os.path.lexists(pattern) else sorted(glob.glob(pattern))
         if not matches:
             raise ZooError(f"'{pattern}' matches no run directory: give a run directory (runs/NAME) or a glob")
         for match in map(Path, matches):
@@ -76,9 +84,9 @@ def read_final_returns(run: Path, episodes: int | None = FINAL_EVAL_EPISODES) ->
 def _final_eval_problem(path: Path, episodes: int | None) -> str | list[float]:
     # What is wrong with the file (a string), or its returns.
     try:
-        if path.stat().st_size > _FINAL_EVAL_MAX_BYTES:
-            return f"it is larger than {_FINAL_EVAL_MAX_BYTES} bytes"
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, _FINAL_EVAL_MAX_BYTES).decode("utf-8"))
+    except RefusedFile as exc:  # larger than the bound, or not a regular file
+        return f"it {exc.reason}"
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         return f"it cannot be read as JSON ({type(exc).__name__})"
     returns = data.get("returns") if isinstance(data, dict) else None
@@ -88,7 +96,8 @@ def _final_eval_problem(path: Path, episodes: int | None) -> str | list[float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return f"returns[{index}] is {json.dumps(value)[:40]}, not a number"
         if not abs(value) < RETURN_LIMIT:  # also NaN; JSON's 1e999 reads as inf
-            return f"returns[{index}] is {value:.6g}, not a finite return within +-{RETURN_LIMIT:.0e}"
+            shown = f"an integer of {len(str(abs(value)))} digits" if isinstance(value, int) else f"{value:.6g}"
+            return f"returns[{index}] is {shown}, not a finite return within +-{RETURN_LIMIT:.0e}"
     if not returns or (episodes is not None and len(returns) != episodes):
         return f"it holds {len(returns)} returns"
     if data.get("episodes", len(returns)) != len(returns):
@@ -108,29 +117,30 @@ class RunView:
 
     @functools.cached_property
     def config(self) -> EasyDict:
-        """config.yaml, read as data (a ZooError line when it is missing or damaged)."""
+        """config.yaml, read as data (a ZooError line when it is missing, damaged or not a regular file)."""
+        check_regular(self.path / CONFIG_FILE)  # a FIFO would read as "not found"
         return load_config_file(self.path / CONFIG_FILE)
 
     @functools.cached_property
     def started(self) -> str | None:
         """The date (YYYY-MM-DD) the run's first session started, from environment.json (None if unreadable)."""
         try:
-            path = self.path / ENVIRONMENT_FILE
-            if path.stat().st_size > _RECORD_MAX_BYTES:
-                return None
-            started = json.loads(path.read_text(encoding="utf-8"))["sessions"][0]["started"]
+            data = read_regular(self.path / ENVIRONMENT_FILE, _RECORD_MAX_BYTES)
+            started = json.loads(data.decode("utf-8"))["sessions"][0]["started"]
             return started[:10] if isinstance(started, str) and len(started) >= 10 else None
-        except (OSError, ValueError, KeyError, IndexError, TypeError, RecursionError):
+        except (ZooError, OSError, ValueError, KeyError, IndexError, TypeError, RecursionError):
             return None
 
     @functools.cached_property
     def rows(self) -> list[dict[str, Any]]:
-        """The metrics rows (``read_rows``: a damaged line is one ZooError naming it); [] before the first. A results
-        folder's metrics.jsonl.gz is read where there is no metrics.jsonl."""
-        path = self.path / METRICS_JSONL
-        if not path.is_file() and (self.path / METRICS_JSONL_GZ).is_file():
-            path = self.path / METRICS_JSONL_GZ
-        return read_rows(path) if path.is_file() else []
+        """The metrics rows (``read_rows``: bounded and typed, a damaged line is one ZooError naming it); [] before
+        the first. A run directory's metrics.jsonl, or a results folder's metrics.jsonl.gz; a folder holding both
+        is neither, and refused in one line (which of them would be the truth?)."""
+        plain, packed = self.path / METRICS_JSONL, self.path / METRICS_JSONL_GZ
+        if os.path.lexists(plain) and os.path.lexists(packed):
+            raise RunDirectoryError(f"'{self.path}' holds both {METRICS_JSONL} and {METRICS_JSONL_GZ}: a run directory "
+                                    f"holds the first, kept results the second; move the other away")
+        return read_rows(packed if os.path.lexists(packed) else plain)
 
     def last(self, key: str) -> Any:
         """The last value of ``key`` in the metrics rows that has one (None if none has)."""
