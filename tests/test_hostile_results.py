@@ -176,6 +176,24 @@ def test_a_kept_config_without_the_keys_that_prove_its_run_is_refused_and_trains
     assert finished_kept(kept, TINY, 1, configs) == f"'{kept}' holds a run of another config ({difference})"
 
 
+def test_a_kept_seed_of_an_older_config_of_the_entry_is_left_out_and_trained_again(tmp_path, configs, capsys,
+                                                                                    cli_configs):
+    # The entry's config changed since the seed was kept (a default, a file): its seed, env and policy type are the
+    # entry's, so it is stale, not foreign. The report leaves it out and says so; the runner trains it again.
+    results = tmp_path / "results"
+    _kept(results, 0, configs)
+    older = runs.expected_config(TINY, 1, configs)
+    older["policy"] = {**older["policy"], "learning_rate": 0.123}
+    kept = _kept(results, 1, configs, config=older)
+    code, err = _cli_report(tmp_path, configs, results, capsys, seeds=2)
+    assert code == 0 and err.strip().splitlines() == [
+        f"zoo bench: left out of the report: '{kept}' was trained with an older config of tiny_ppo "
+        f"(policy.learning_rate is 0.123 there, {runs.expected_config(TINY, 1, configs)['policy']['learning_rate']} "
+        f"for the entry): `zoo bench` trains it again"]
+    assert "| 1/2 |" in (tmp_path / "b.md").read_text()
+    assert finished_kept(kept, TINY, 1, configs).startswith(f"'{kept}' holds a run of another config")
+
+
 def test_seed_folders_copied_from_seed_0_never_count_as_other_seeds(tmp_path, configs, capsys, cli_configs):
     import shutil
 

@@ -15,7 +15,9 @@ its final_eval.json, where it records one, that seed's evaluation seed), or a da
 file, is refused in one line naming it (never reported), as ``zoo plot --aggregate`` refuses a damaged
 final_eval.json. A seed folder that is not whole (a final evaluation without metrics rows; in a results folder,
 anything but a whole kept seed, ``zoo.bench.results.kept_state``: half-written, a symbolic link, a FIFO in a file's
-place) is left out of the table, and a line on ``stream`` says so.
+place) is left out of the table, and a line on ``stream`` says so; so is a kept seed of this entry (its seed, env and
+policy type) trained with an older config of it (``zoo.bench.runs.stale_difference``), which the runner trains
+again.
 """
 
 from __future__ import annotations
@@ -34,13 +36,22 @@ from .output import refused_write, write_text
 from .published import published_for
 from .results import kept_state
 from .runner import entries_of
-from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_eval_seed, check_own, configs_dir, expected_config
+from .runs import (
+    FINAL_EVAL_EPISODES,
+    FINAL_EVAL_FILE,
+    check_eval_seed,
+    check_own,
+    configs_dir,
+    expected_config,
+    stale_difference,
+)
 from .stats import aggregate, iqm
 from .suites import SUITES, Entry
 
 # The comparisons the suites were built for: (suite, entry, baseline entry).
 LATE_EVALS = 5  # the periodic evaluations (eval_return_mean rows) whose mean is a comparison's second measure
 COMPARISONS = (("ace", "sac_ace_hopper", "sac_hopper"), ("ace", "sac_ace_halfcheetah", "sac_halfcheetah"),
+               ("ace", "sac_ace_halfcheetah", "sac_ace_noreset_halfcheetah"),
                ("hl_gauss", "sac_hl_gauss_pendulum", "sac_pendulum"))
 
 
@@ -67,7 +78,11 @@ def _finished(root: Path, entry: Entry, seeds: int, configs: Path, kept: bool, s
     for seed in range(seeds):
         path = root / entry.name / f"seed_{seed}"
         problem = _whole(path, kept)
-        if problem is None:
+        stale = stale_difference(path, entry, seed, configs) if problem is None and kept else None
+        if stale is not None:
+            problem = (f"'{path}' was trained with an older config of {entry.name} ({stale}): `zoo bench` trains it "
+                       f"again")
+        elif problem is None:
             check_own(path, entry, seed, configs)
             check_eval_seed(path, entry, seed, required=kept)
             result = _read(path)

@@ -114,6 +114,30 @@ def config_difference(path: Path, entry: Entry, seed: int, configs: Path) -> str
     return _difference(expected_config(entry, seed, configs), found)
 
 
+# What makes a kept run one of this entry and seed at all; a kept run that matches them but differs elsewhere was
+# trained with an older config of the entry (a file or a default changed since): stale, trained again.
+IDENTITY_KEYS = ("seed", "env.id", "policy.type")
+
+
+def stale_difference(path: Path, entry: Entry, seed: int, configs: Path) -> str | None:
+    """For a kept seed folder whose config differs from the entry's (``config_difference``): the difference when
+    its seed, env and policy type are the entry's (an older config of this very entry: the runner trains it
+    again), else None (a run of another entry or seed, or one that does not say: refused)."""
+    from ..config import load_config_file, to_plain
+
+    found = to_plain(load_config_file(path / CONFIG_FILE))
+    expected = expected_config(entry, seed, configs)
+    if _missing(found) is not None or any(_lookup(found, key) != _lookup(expected, key) for key in IDENTITY_KEYS):
+        return None
+    return _difference(expected, found)
+
+
+def _lookup(config: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        config = config.get(part) if isinstance(config, dict) else None
+    return config
+
+
 def eval_seed(seed: int) -> int:
     """The evaluation seed of the final evaluation of a run of ``seed`` (``zoo eval``'s default, which the runner
     uses): what its ``final_eval.json`` records as ``seed``."""
