@@ -1,7 +1,8 @@
 """The off-policy family base (SAC, SAC-ACE, TD3, DQN): what every replay-based policy shares.
 
-A subclass writes ``explore`` (the env actions to collect with), ``update`` (one gradient update on one
-minibatch), its networks, ``deterministic_action`` or ``evaluate``, and its state; ``OffPolicyPolicy`` gives:
+A subclass writes ``explore_action`` or ``explore`` (the env actions to collect with), ``update`` (one gradient
+update on one minibatch), its networks, ``deterministic_action`` or ``evaluate``, and its state;
+``OffPolicyPolicy`` gives:
 
 - ``learn(replay, ctx)``: ``ctx.updates`` updates, each on a minibatch of ``cfg.batch_size`` rows drawn uniformly
   (with replacement) with torch's global generator, whose state every checkpoint holds, so a resumed run draws the
@@ -19,8 +20,9 @@ minibatch), its networks, ``deterministic_action`` or ``evaluate``, and its stat
   from ``self.updates``. Each update is then ``gather(storage, draw)`` (the minibatch indexed out of the replay's
   storage, inside the step) followed by ``update``: ``draw(replay)`` runs first, outside the step, and makes the
   host-side choices (the rows). Randomness inside ``update`` (``torch.randn_like``) is drawn in program order from
-  torch's generator, compiled or not. A subclass that keeps ``compilable = False`` (the default, e.g. an ``update``
-  that calls ``loss.backward()`` and ``.item()``) runs eager as before, ``sample_minibatch`` and all.
+  torch's generator, compiled or not. ``explore_action`` (a tensor of env actions) is compiled with the step. A
+  subclass that keeps ``compilable = False`` (the default, e.g. an ``update`` that calls ``loss.backward()`` and
+  ``.item()``) runs eager as before, ``sample_minibatch`` and all.
 - ``soft_update(target, source, tau)`` and ``update_target(...)``: Polyak averaging ``target <- (1 - tau) target
   + tau source`` every ``interval`` updates; ``tau = 1`` is the periodic hard copy (DQN's target network).
 - ``self.progress``: the training progress when acting (a ``LearnContext``: ``progress`` in [0, 1] of the
@@ -148,8 +150,9 @@ class CurrentCadences(Mapping):
 class OffPolicyPolicy(Policy):
     """Base of replay-based policies: minibatches, target updates, metric averaging, progress when acting.
 
-    Subclasses implement ``explore(obs) -> np.ndarray`` and ``update(batch, ctx) -> dict[str, float]`` and
-    declare ``batch_size`` among their ``fields`` (see the module docstring for the rest of the contract).
+    Subclasses implement ``explore_action(obs) -> Tensor`` (or ``explore(obs) -> np.ndarray``) and ``update(batch,
+    ctx) -> metrics`` and declare ``batch_size`` among their ``fields`` (see the module docstring for the rest of the
+    contract, and for ``compilable``).
     """
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
