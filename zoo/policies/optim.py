@@ -195,8 +195,9 @@ class FlatOptimizer:
             self.exp_avg.lerp_(grad, (1.0 - beta1) * on)
             weight = (1.0 - beta2) * on
             self.exp_avg_sq.mul_(1.0 - weight).addcmul_(grad, grad * weight)
-            bias_correction1 = 1.0 - torch.pow(beta1, steps)
-            bias_correction2 = 1.0 - torch.pow(beta2, steps)
+            # 1 - beta**t as -expm1(t log beta): 1 - pow(0.999, t) in float32 loses digits (1e-5 relative at t = 1)
+            bias_correction1 = -torch.expm1(steps * math.log(beta1))
+            bias_correction2 = -torch.expm1(steps * math.log(beta2))
             denom = (self.exp_avg_sq.sqrt() / bias_correction2.sqrt()).add_(self.eps)
             self.flat.sub_(self.exp_avg / denom * (self.lr_tensor * on / bias_correction1))
         return torch.where(finite, loss, torch.nan)
