@@ -86,12 +86,13 @@ class SharedStreams:
         """The uniformly random action of a warm-up transition, ``(action_dim,)`` float32; with ``noise_std``, plus
         the transition's exploration noise in [-1, 1] units, clipped (SB3's TD3 adds it to warm-up actions too)."""
         uniform = self._generator("warmup", transition).random(self.action_dim)
-        action = self.low + (self.high - self.low) * uniform
-        if noise_std:
-            unit = 2.0 * (action - self.low) / (self.high - self.low) - 1.0
+        action = (self.low + (self.high - self.low) * uniform).astype(np.float32)
+        if noise_std:  # in SB3's order and precision: scaled in float32, the noise added in float64
+            low, high = self.low.astype(np.float32), self.high.astype(np.float32)
+            unit = 2.0 * ((action - low) / (high - low)) - 1.0
             unit = np.clip(unit + noise_std * self.normal("explore", transition)[0].double().numpy(), -1.0, 1.0)
-            action = self.low + 0.5 * (unit + 1.0) * (self.high - self.low)
-        return action.astype(np.float32)
+            action = (self.low + 0.5 * (unit + 1.0) * (self.high - self.low)).astype(np.float32)
+        return action
 
     def normal(self, kind: str, index: int, rows: int = 1) -> torch.Tensor:
         """Standard normals ``(rows, action_dim)`` float32 of ``kind`` at a transition or update."""
