@@ -18,7 +18,7 @@ EnvPool (``pip install 'zoo-rl[envpool]'``) has its own ids (``envpool.list_all_
   so the same seed gives the same episodes, as with gymnasium; a seed beyond int32 is folded into it.
 - Dtypes: a float64 Box action space (EnvPool's MuJoCo) is declared float32 as gymnasium's is; actions are cast to
   the pool's dtype (int32 for Discrete, float64 for MuJoCo), rewards returned as float64 (EnvPool: float32), as
-  gymnasium's vector envs return them.
+  gymnasium's ``SyncVectorEnv`` returns them.
 - Atari (``Pong-v5``...): EnvPool preprocesses in C++ (no-op starts, frame skip 4 with max-pooling, 84x84
   grayscale, 4-frame stack, newest last: the shapes and frame order of zoo's ``atari`` env), but its defaults
   differ from zoo's gymnasium ``atari`` env: no sticky actions (``repeat_action_probability=0``), FIRE pressed
@@ -37,6 +37,7 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import os
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -99,10 +100,22 @@ def check_envpool_env(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
             options = sorted(set(config) - set(_ZOO_SETS) - {"base_path", "max_num_players"})
             raise ConfigError(f"env.kwargs.{key} is {_gymnasium_only(env_id, key)}EnvPool's '{env_id}' does not "
                               f"take it (it takes: {', '.join(options)}): drop it, or use env.backend=gymnasium")
+    if kwargs.get("render_mode") is not None and _is_mujoco(envpool, env_id) and not (
+            os.environ.get("MUJOCO_GL") or os.environ.get("DISPLAY")):
+        raise ZooError(f"rendering EnvPool's MuJoCo env '{env_id}' without a display needs an offscreen OpenGL (MuJoCo "
+                       f"would end the process): set MUJOCO_GL=egl (or osmesa)")
     if kwargs.get("noop_max", 1) == 0 and "noop_max" in config:
         raise ConfigError("env.kwargs.noop_max=0 crashes EnvPool 1.2's Atari envs: use noop_max=1 (at most one "
                           "no-op after reset), or env.backend=gymnasium")
     return config
+
+
+def _is_mujoco(envpool: Any, env_id: str) -> bool:
+    """Whether EnvPool's ``env_id`` is one of its MuJoCo envs (its module under ``envpool.mujoco``)."""
+    try:
+        return str(envpool.registration.registry.specs[env_id][0]).startswith("envpool.mujoco")
+    except Exception:  # another registry layout: assume not
+        return False
 
 
 def _gymnasium_only(env_id: str, key: str) -> str:
