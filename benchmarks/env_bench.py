@@ -4,7 +4,9 @@ actions).
 Run: ``python benchmarks/env_bench.py [--env-steps 20000] [--num-envs 8] [--repeats 3]`` (the gymnasium modes), or
 ``taskset -c 1 python benchmarks/env_bench.py --backends [--repeats 5] [--scale 1.0]`` (gymnasium against EnvPool
 on Hopper-v5, HalfCheetah-v5, CartPole-v1 and Pong at 1, 8 and 16 envs; needs the mujoco, atari and envpool extras),
-or ``taskset -c 1 python benchmarks/env_bench.py --whole-runs [--repeats 2]`` (whole ``zoo run`` processes, same seed,
+or ``taskset -c 1 python benchmarks/env_bench.py --rollouts [--repeats 5]`` (one ppo_hopper iteration's collection,
+2048 steps of one Hopper-v5 through zoo's collector with PPO acting, against its learning step), or
+``taskset -c 1 python benchmarks/env_bench.py --whole-runs [--repeats 2]`` (whole ``zoo run`` processes, same seed,
 alternating backends: configs/ppo_hopper.py for 200k env steps and SAC on Hopper-v5, configs/sac_ace_hopper.py with
 policy.type=sac, for 20k; the wall-clock of each process, start-up, evaluations and checkpoints included).
 
@@ -20,6 +22,7 @@ in C++).
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -122,8 +125,10 @@ WHOLE_RUNS = (
 )
 
 
-def _whole_run(config: str, overrides: tuple[str, ...], backend: str, runs_dir: str) -> float:
-    """Seconds one ``zoo run`` process takes (seed 0, quiet)."""
+def _whole_run(config: str, overrides: tuple[str, ...], backend: str, runs_dir: str) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (user + system, EnvPool's threads included) of one ``zoo run`` process (seed 0,
+    quiet). On a shared machine the CPU seconds are the steadier figure: other processes' load lengthens the
+    wall-clock, not them."""
     command = [
         sys.executable,
         "-m",
@@ -141,9 +146,12 @@ def _whole_run(config: str, overrides: tuple[str, ...], backend: str, runs_dir: 
     ]
     for override in overrides:
         command += ["--set", override]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def compare_whole_runs(repeats: int) -> None:
@@ -165,6 +173,36 @@ def compare_whole_runs(repeats: int) -> None:
         )
 
 
+def compare_rollouts(repeats: int) -> None:
+    """Print the seconds of one ppo_hopper iteration's rollout (2048 steps, one env, PPO acting, every wrapper) on
+    both backends, interleaved, beside that iteration's learning step: the share of a run the backend can change."""
+    import torch
+
+    from zoo.config import load_config_file
+    from zoo.config.resolve import resolve_config
+    from zoo.pipelines.collector import VectorCollector
+    from zoo.policies.base import LearnContext
+    from zoo.policies.build import build_policy
+
+    torch.set_num_threads(1)
+    cfg = resolve_config(load_config_file("configs/ppo_hopper.py"))
+    collectors = {backend: VectorCollector(EnvSpec("Hopper-v5", backend=backend), 1, seed=0, normalize_obs=True,
+                                           normalize_reward=True) for backend in ("gymnasium", "envpool")}
+    policy = build_policy(cfg, collectors["gymnasium"].observation_space, collectors["gymnasium"].action_space)
+    seconds: dict[str, list[float]] = {"gymnasium": [], "envpool": [], "learn": []}
+    for _ in range(repeats):
+        for backend, collector in collectors.items():
+            start = time.perf_counter()
+            rollout = collector.rollout(policy, 2048)
+            seconds[backend].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        policy.learn(policy.process_rollout(rollout), LearnContext(0.0, 0, 2048, 0, 1, 1))
+        seconds["learn"].append(time.perf_counter() - start)
+    print(f"one ppo_hopper iteration, seconds (median of {repeats}, interleaved)")
+    for name, values in seconds.items():
+        print(f"{name:<28} {statistics.median(values):8.3f}")
+
+
 def main() -> None:
     """Measure and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -174,7 +212,11 @@ def main() -> None:
     parser.add_argument("--backends", action="store_true", help="gymnasium against EnvPool (see the docstring)")
     parser.add_argument("--scale", type=float, default=1.0, help="scales the backend cases' steps per timed run")
     parser.add_argument("--whole-runs", action="store_true", help="whole zoo runs on both backends (see the docstring)")
+    parser.add_argument("--rollouts", action="store_true", help="ppo_hopper's collection on each backend")
     args = parser.parse_args()
+    if args.rollouts:
+        compare_rollouts(args.repeats)
+        return
     if args.whole_runs:
         compare_whole_runs(args.repeats)
         return
