@@ -105,8 +105,8 @@ def check_envpool_env(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         raise ZooError(f"rendering EnvPool's MuJoCo env '{env_id}' without a display needs an offscreen OpenGL (MuJoCo "
                        f"would end the process): set MUJOCO_GL=egl (or osmesa)")
     if kwargs.get("noop_max", 1) == 0 and "noop_max" in config:
-        raise ConfigError("env.kwargs.noop_max=0 crashes EnvPool 1.2's Atari envs: use noop_max=1 (at most one "
-                          "no-op after reset), or env.backend=gymnasium")
+        raise ConfigError("env.kwargs.noop_max=0 crashes EnvPool 1.2's Atari envs: use noop_max=1 (its starts "
+                          "then have no random no-ops), or env.backend=gymnasium")
     return config
 
 
