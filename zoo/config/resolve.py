@@ -52,6 +52,9 @@ BASE_FIELDS: dict[str, Any] = {
     "env.kwargs": Field({}, "keyword arguments for gymnasium.make or the registered factory", frozen=True),
     "env.max_episode_steps": Field(None, "a time limit (truncation) on every episode; None: the env's own",
                                    type=int, range=Range(1, None, integer=True), frozen=True),
+    "env.backend": Field("gymnasium", "what steps the envs: gymnasium (Python) or envpool (EnvPool's C++ threads, its "
+                         "own ids and env.kwargs: pip install 'zoo-rl[envpool]')", choices=("gymnasium", "envpool"),
+                         frozen=True),
     "env.call_timeout_s": Field(600.0, "an env step() or reset() that has not returned after this many seconds stops "
                                 "the run with an error naming the env (0: no limit)", range=(0.0, None)),
     "policy": {"type": "ppo"},
@@ -137,7 +140,7 @@ def resolve_config(
     validate_keys_and_types(user_cfg, schema, types=types)
     cfg = deep_merge(schema, user_cfg)
     ranges: dict[str, Any] = dict(BASE_RANGES)
-    choices: dict[str, Any] = {}
+    choices: dict[str, Any] = dict(_BASE["config_choices"])
     for section, owner in (("policy", policy_cls), ("pipeline", pipeline_cls)):
         for key, rule in getattr(owner, "config_ranges", {}).items():
             ranges[f"{section}.{key}"] = Range.of(rule)

@@ -3,6 +3,9 @@
 Training, actors, evaluation, ``zoo eval``, ``zoo.load`` and videos all build their envs from a spec: the id
 (a zoo registry name or a gymnasium id), its keyword arguments and the episode time limit, applied the same way
 everywhere. ``spaces()`` builds one env to read its (flattened) observation and action spaces.
+
+``backend`` picks what steps the envs: ``"gymnasium"`` (Python, the default) or ``"envpool"`` (EnvPool's C++ threads,
+``zoo.envs.envpool_backend``); every caller gets the same gymnasium API and zoo's semantics from either.
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ from typing import Any
 
 import gymnasium as gym
 
+from ..errors import ConfigError
 from .factory import make_env, make_vector_env
+
+BACKENDS = ("gymnasium", "envpool")
 
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """An env to build: ``id``, ``kwargs`` (for the factory or ``gym.make``) and ``max_episode_steps`` (a time
-    limit, truncation; None: the env's own).
+    """An env to build: ``id``, ``kwargs`` (for the factory or ``gym.make``; EnvPool's options on its backend),
+    ``max_episode_steps`` (a time limit, truncation; None: the env's own) and ``backend`` (see the module
+    docstring).
 
     Examples:
         >>> spec = EnvSpec("CartPole-v1", max_episode_steps=200)
@@ -30,15 +37,30 @@ class EnvSpec:
     id: str
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     max_episode_steps: int | None = None
+    backend: str = "gymnasium"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"env.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+
+    @property
+    def envpool(self) -> bool:
+        """Whether EnvPool steps the envs."""
+        return self.backend == "envpool"
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> EnvSpec:
         """The spec of a resolved config's ``env`` section."""
         env = cfg["env"]
-        return cls(env["id"], dict(env.get("kwargs") or {}), env.get("max_episode_steps"))
+        return cls(env["id"], dict(env.get("kwargs") or {}), env.get("max_episode_steps"),
+                   env.get("backend") or "gymnasium")  # a run directory from before env.backend has none
 
     def make(self, **extra_kwargs: Any) -> gym.Env:
         """One env, time limit applied; ``extra_kwargs`` (e.g. ``render_mode``) join the spec's kwargs."""
+        if self.envpool:
+            from .envpool_backend import make_envpool_env
+
+            return make_envpool_env(self.id, {**self.kwargs, **extra_kwargs}, self.max_episode_steps)
         env = make_env(self.id, **{**self.kwargs, **extra_kwargs})
         if self.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, self.max_episode_steps)
@@ -47,12 +69,18 @@ class EnvSpec:
     def make_vector(self, num_envs: int, seed: int | None = None, mode: str = "auto",
                     **extra_kwargs: Any) -> gym.vector.VectorEnv:
         """A NEXT_STEP-autoreset vector env of ``num_envs`` copies (see ``make_vector_env``)."""
+        if self.envpool:
+            from .envpool_backend import make_envpool_vector_env
+
+            return make_envpool_vector_env(self.id, num_envs, seed=seed, mode=mode,
+                                           env_kwargs={**self.kwargs, **extra_kwargs},
+                                           max_episode_steps=self.max_episode_steps)
         return make_vector_env(self.id, num_envs, seed=seed, mode=mode,
                                env_kwargs={**self.kwargs, **extra_kwargs}, max_episode_steps=self.max_episode_steps)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """The observation space (flattened into a Box where the env's is not one) and the action space."""
-        env = make_env(self.id, **self.kwargs)  # built each time: spaces carry RNGs that callers must not share
+        env = self._make_plain()  # built each time: spaces carry RNGs that callers must not share
         try:
             return env.observation_space, env.action_space
         finally:
@@ -60,8 +88,16 @@ class EnvSpec:
 
     def native_observation_space(self) -> gym.Space | None:
         """The env's own observation space where zoo flattens it (Dict, Tuple, Discrete...), else None."""
-        env = make_env(self.id, **self.kwargs)
+        env = self._make_plain()
         try:
             return env.env.observation_space if isinstance(env, gym.wrappers.FlattenObservation) else None
         finally:
             env.close()
+
+    def _make_plain(self) -> gym.Env:
+        """One env without the time limit (to read its spaces)."""
+        if self.envpool:
+            from .envpool_backend import make_envpool_env
+
+            return make_envpool_env(self.id, dict(self.kwargs))
+        return make_env(self.id, **self.kwargs)

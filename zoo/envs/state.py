@@ -69,11 +69,13 @@ class EnvStateProtocol(Protocol):
 
 
 class EnvNotCaptured(Exception):  # noqa: N818 (a finding, not a failure of zoo's)
-    """An object of a vector env whose state zoo cannot vouch for; ``what`` names its class and its pickling."""
+    """An object of a vector env whose state zoo cannot vouch for; ``what`` names its class and its pickling,
+    ``fix`` (if any) what makes a resume exact (None: implementing the env-state protocol)."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, fix: str | None = None) -> None:
         super().__init__(what)
         self.what = what
+        self.fix = fix
 
 
 class EnvNotRestored(Exception):  # noqa: N818

@@ -245,9 +245,9 @@ class VectorCollector:
             self._uncaptured = exc.what
             if not self._unsaved_reported:
                 self._unsaved_reported = True
+                fix = exc.fix or "an env that implements get_env_state/set_env_state resumes exactly (docs/plugins.md)"
                 self._warn(f"zoo cannot capture the state of env '{self.env_id}' ({exc.what}): a resumed run "
-                           f"restarts its episodes and is not exact; an env that implements get_env_state/"
-                           f"set_env_state resumes exactly (docs/plugins.md)")
+                           f"restarts its episodes and is not exact; {fix}")
             return None
         except Exception as exc:  # e.g. async workers: a resume then starts fresh episodes
             if not self._unsaved_reported:
