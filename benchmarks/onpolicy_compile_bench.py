@@ -8,11 +8,14 @@ Overview:
     (``--rounds`` rounds of ``--calls`` calls each); prints the compile seconds and the median ms per gradient
     update of each, and their ratio.
 
-    ``--runs``: whole ``zoo run`` processes of ``configs/ppo_hopper.py`` and ``configs/impala_pendulum.py`` (or
-    ``--configs``), ``policy.compile=off`` and ``on`` alternating (A B B A ...), each pinned to ``--cpu`` with one
-    torch thread (IMPALA's learner and actors all on that CPU), ``--steps`` env steps (default: the config's); prints
-    each run's wall-clock seconds (the process, compile and start-up included), its compile seconds and its last
-    10-episode training return, then the median wall-clock ratio eager / compiled per config.
+    ``--runs``: whole training runs of ``configs/ppo_hopper.py``, ``impala_pendulum.py`` and ``a2c_pendulum.py``
+    (or ``--configs``), ``policy.compile=off`` and ``on`` in turn (pair k: seed k for both, the order alternating), each
+    a fresh process pinned to ``--cpu`` with one torch thread (IMPALA's learner and actors all on that CPU),
+    ``--steps`` env steps (default: the config's); prints each run's wall-clock seconds (``zoo.train``: compile and
+    evaluations included), the seconds spent in the policy's ``learn`` (compile included), the compile seconds,
+    the last 10-episode training return and evaluation, then the medians and the wall-clock ratio eager / compiled.
+    The rest (collection, evaluation) depends on what was learned (episode lengths), which differs between runs
+    once rounding has made them diverge: the seconds in ``learn`` are the like-for-like part.
 
     taskset -c 1 python benchmarks/onpolicy_compile_bench.py --updates
     python benchmarks/onpolicy_compile_bench.py --runs --steps 200000 --pairs 2 --cpu 1
@@ -43,7 +46,7 @@ from zoo.config.resolve import resolve_config  # noqa: E402
 from zoo.data import Rollout, Unroll  # noqa: E402
 from zoo.policies import A2CPolicy, ImpalaPolicy, LearnContext, PPOPolicy  # noqa: E402
 
-CONFIGS = {"ppo_hopper": ROOT / "configs" / "ppo_hopper.py", "impala_pendulum": ROOT / "configs" / "impala_pendulum.py"}
+CONFIGS = {name: ROOT / "configs" / f"{name}.py" for name in ("ppo_hopper", "impala_pendulum", "a2c_pendulum")}
 
 
 # -- per update, in this process ---------------------------------------------------------------------------------
@@ -140,43 +143,74 @@ def cpu_model() -> str:
     return "unknown"
 
 
-def one_run(config: Path, mode: str, steps: int | None, cpu: int, runs: Path, tag: str) -> dict:
-    command = ["taskset", "-c", str(cpu), sys.executable, "-m", "zoo", "run", "--config", str(config), "-q",
-               "--exp-name", tag, "--set", f"runs_dir={runs}", "--set", f"policy.compile={mode}",
-               "--set", "torch_threads=1"]
+def child_run(config: str, mode: str, steps: int | None, seed: int, runs: str, tag: str) -> dict:
+    """One ``zoo.train`` of ``config`` in this process (the learner's; IMPALA's actors are its children), its
+    policy class's ``learn`` timed: wall seconds of ``train``, seconds inside ``learn`` (the compile included),
+    the compile seconds, the last 10-episode training return and the last evaluation."""
+    from zoo.run import train
+
+    spent = [0.0]
+    for cls in (PPOPolicy, ImpalaPolicy, A2CPolicy):
+        original = cls.learn
+
+        def timed(self, batch, ctx, original=original):
+            begin = time.perf_counter()
+            try:
+                return original(self, batch, ctx)
+            finally:
+                spent[0] += time.perf_counter() - begin
+
+        cls.learn = timed
+    overrides = [f"runs_dir={runs}", f"policy.compile={mode}", "torch_threads=1", f"seed={seed}", f"exp_name={tag}"]
     if steps is not None:
-        command += ["--set", f"pipeline.max_env_steps={steps}"]
-    environ = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        overrides.append(f"pipeline.max_env_steps={steps}")
     begin = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=ROOT)
+    summary = train(config, overrides)
     wall = time.perf_counter() - begin
-    if done.returncode != 0:
-        return {"error": (done.stdout + done.stderr).strip().splitlines()[-1][:300]}
-    run_dir = runs / tag
+    run_dir = Path(summary["run_dir"])
     session = json.loads((run_dir / "environment.json").read_text())["sessions"][-1]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     evals = [row["eval_return_mean"] for row in rows if row.get("eval_return_mean") is not None]
-    return {"wall": wall, "compile": session.get("compile_seconds", 0.0), "compiled": session.get("compile"),
-            "return": rows[-1].get("episode_return_mean"), "eval": evals[-1] if evals else None,
-            "env_steps": rows[-1]["env_steps"]}
+    return {"wall": round(wall, 2), "learn": round(spent[0], 2), "compile": session.get("compile_seconds", 0.0),
+            "compiled": session.get("compile"), "return": rows[-1].get("episode_return_mean"),
+            "eval": evals[-1] if evals else None, "env_steps": rows[-1]["env_steps"]}
 
 
-def time_runs(configs: list[str], steps: int | None, pairs: int, cpu: int) -> None:
-    print(f"cpu: {cpu_model()}, pinned to CPU {cpu}, one torch thread, {pairs} pairs per config")
+def one_run(config: Path, mode: str, steps: int | None, seed: int, cpu: int, runs: Path, tag: str,
+            cold: bool) -> dict:
+    """``child_run`` in a fresh process pinned to ``cpu``, one thread; its JSON result."""
+    command = ["taskset", "-c", str(cpu), sys.executable, str(Path(__file__).resolve()), "--child", str(config),
+               mode, str(steps or 0), str(seed), str(runs), tag]
+    environ = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    if cold:  # an empty inductor cache: the compile a first run on a machine pays
+        environ["TORCHINDUCTOR_CACHE_DIR"] = str(runs / f"{tag}_inductor")
+    done = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=ROOT)
+    if done.returncode != 0:
+        return {"error": (done.stdout + done.stderr).strip().splitlines()[-1][:300]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_runs(configs: list[str], steps: int | None, pairs: int, cpu: int, cold: bool) -> None:
+    cache = "an empty inductor cache per run" if cold else "the user's inductor cache (warm after a first run)"
+    print(f"cpu: {cpu_model()}, pinned to CPU {cpu}, one torch thread, {pairs} pairs per config (pair k: seed k, "
+          f"eager and compiled in turn), {cache}")
     with tempfile.TemporaryDirectory() as folder:
         runs = Path(folder)
         for name in configs:
             results: dict[str, list[dict]] = {"off": [], "on": []}
             for pair in range(pairs):
                 for mode in (("off", "on") if pair % 2 == 0 else ("on", "off")):
-                    result = one_run(CONFIGS[name], mode, steps, cpu, runs, f"{name}_{mode}_{pair}")
+                    result = one_run(CONFIGS[name], mode, steps, pair, cpu, runs, f"{name}_{mode}_{pair}", cold)
                     results[mode].append(result)
-                    print(f"{name} compile={mode} pair {pair}: {json.dumps(result)}", flush=True)
-            walls = {mode: [r["wall"] for r in rs if "wall" in r] for mode, rs in results.items()}
-            if walls["off"] and walls["on"]:
-                eager, compiled = statistics.median(walls["off"]), statistics.median(walls["on"])
-                print(f"{name}: median wall eager {eager:.1f} s, compiled {compiled:.1f} s, eager / compiled "
-                      f"{eager / compiled:.2f}x", flush=True)
+                    print(f"{name} compile={mode} seed {pair}: {json.dumps(result)}", flush=True)
+            ok = {mode: [r for r in rs if "wall" in r] for mode, rs in results.items()}
+            if ok["off"] and ok["on"]:
+                wall = {mode: statistics.median(r["wall"] for r in rs) for mode, rs in ok.items()}
+                learn = {mode: statistics.median(r["learn"] for r in rs) for mode, rs in ok.items()}
+                rest = {mode: statistics.median(r["wall"] - r["learn"] for r in rs) for mode, rs in ok.items()}
+                print(f"{name}: median wall eager {wall['off']:.1f} s, compiled {wall['on']:.1f} s, eager / compiled "
+                      f"{wall['off'] / wall['on']:.2f}x; in learn {learn['off']:.1f} s vs {learn['on']:.1f} s "
+                      f"(compile included); the rest {rest['off']:.1f} s vs {rest['on']:.1f} s", flush=True)
 
 
 def main() -> None:
@@ -189,13 +223,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the config's)")
     parser.add_argument("--pairs", type=int, default=2, help="eager/compiled pairs per config (--runs)")
     parser.add_argument("--cpu", type=int, default=1)
+    parser.add_argument("--cold-cache", action="store_true", help="compile every run from an empty inductor cache")
+    parser.add_argument("--child", nargs=6, metavar=("CONFIG", "MODE", "STEPS", "SEED", "RUNS", "TAG"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        config, mode, steps, seed, runs, tag = args.child
+        print(json.dumps(child_run(config, mode, int(steps) or None, int(seed), runs, tag)))
+        return
     if not (args.updates or args.runs):
         parser.error("say --updates, --runs or both")
     if args.updates:
         time_updates(args.rounds, args.calls)
     if args.runs:
-        time_runs(args.configs, args.steps, args.pairs, args.cpu)
+        time_runs(args.configs, args.steps, args.pairs, args.cpu, args.cold_cache)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ class A2CPolicy(CompiledLearning, ActorCriticPolicy):
     multi_discrete_actions: ClassVar[bool] = True
     needs_log_prob: ClassVar[bool] = False  # the loss is -log pi(a|s) * A under the current weights only
     compilable: ClassVar[bool] = True
+    # auto keeps A2C eager: its one small update per rollout gained too little for the compile (a2c_pendulum at 1M
+    # steps, docs/speed.md); policy.compile=on compiles it.
+    compile_auto_min_updates: ClassVar[int | None] = None
 
     fields: ClassVar[dict[str, Field]] = {
         **ActorCriticPolicy.fields,

@@ -33,6 +33,9 @@ class ImpalaPolicy(CompiledLearning, ActorCriticPolicy):
     numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete",)
     needs_log_prob: ClassVar[bool] = False  # V-trace recomputes the behaviour log-probs from ``policy_output``
     compilable: ClassVar[bool] = True
+    # auto keeps IMPALA eager: impala_pendulum ran faster compiled only with a warm inductor cache; its first
+    # compile cost more than the run gained (docs/speed.md). policy.compile=on compiles it.
+    compile_auto_min_updates: ClassVar[int | None] = None
     fields: ClassVar[dict[str, Field]] = {
         **ActorCriticPolicy.fields,
         "learning_rate": ActorCriticPolicy.fields["learning_rate"].but(6e-4),

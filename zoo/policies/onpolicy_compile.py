@@ -23,7 +23,6 @@ and compiled interleaved in one run, medians): see docs/speed.md for the figures
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -33,8 +32,6 @@ from ..config.schema import Field
 from ..errors import ConfigError
 from .base import LearnContext
 from .compiled import COMPILE_FIELD, CompiledStep, resolve_compile
-
-log = logging.getLogger("zoo")
 
 ONPOLICY_COMPILE_FIELD: Field = COMPILE_FIELD.but(
     "auto", "run each gradient update as one compiled graph (torch.compile): on, off, or auto (on for long runs of "
@@ -98,7 +95,6 @@ class CompiledLearning:
             getattr(self.model, "encoder", None) is not None, self.device, name)
         self.compiled_step = CompiledStep(self.learning_step, f"{name}'s learning step", requested == "on",
                                           self.device, self.state_tensors) if compile_step else None
-        log.info(f"{name}'s learning step: {'compiled' if compile_step else 'eager'} ({self.compile_reason})")
 
     def compiling(self, ctx: LearnContext) -> bool:
         """Whether this ``learn`` call runs the sync-free update (compiled where the shapes are the planned ones):
