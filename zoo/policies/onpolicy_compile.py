@@ -1,23 +1,28 @@
 """``policy.compile`` for the on-policy learners (PPO, A2C, IMPALA): their update as one compiled, sync-free step.
 
 Each learner keeps its readable eager ``learn`` (the reference, and what runs with ``policy.compile=off``,
-data-parallel learners included) and writes its maths once more as a sync-free update -- the same loss function,
-then ``FlatOptimizer.minimize`` (gradient by ``torch.autograd.grad``, clipping, a step masked on the device where
-the loss or the gradient is not finite), metrics returned as tensors and read once per ``learn`` call. ``CompiledStep``
-(``zoo.policies.compiled``) runs that update as one graph: PPO's minibatch update (minibatch gather, advantage
-normalisation, forward, clipped losses, gradient, Adam), A2C's whole-rollout update, IMPALA's V-trace update.
+data-parallel learners included) and shares its maths with a sync-free update: the same loss function, then
+``FlatOptimizer.minimize`` (gradient by ``torch.autograd.grad``, clipping, a step masked on the device where the loss
+or the gradient is not finite), metrics returned as a tensor row and read once per ``learn`` call. ``CompiledStep``
+(``zoo.policies.compiled``) runs that update as one graph: PPO's minibatch update (the minibatch indexed out of the
+rollout's columns, advantage normalisation, forward, clipped losses, gradient, Adam), A2C's rollout update,
+IMPALA's V-trace update (its scan in torch operations inside the graph).
 
 What differs from eager: a non-finite loss or gradient skips the step and makes the learn call's metrics NaN, which
-stops the run at its metrics row (eager raises ``NonFiniteError`` at once); PPO's and A2C's metrics are averaged in
-float32. Data-parallel learners (DPPO, ``parallel_sync``: the gradient all-reduce is a gloo collective) always run
-eager. Only batches of the planned size run compiled (PPO: minibatches of ``minibatch_size``; A2C: whole rollouts
-without autoreset steps), one graph each; the rest (PPO's shorter last minibatch of an epoch, a rollout with
-autoreset steps dropped) run the same update eager, so that no shape compiles twice.
+stops the run at its metrics row (eager raises ``NonFiniteError`` at once). Data-parallel learners (DPPO,
+``parallel_sync``: the gradient all-reduce is a gloo collective) always run eager. One graph per run: the rollout's
+columns are padded to the planned number of samples (``pad_rows``), and only batches of the planned size run
+compiled (PPO: minibatches of ``minibatch_size``; A2C: rollouts without autoreset steps; IMPALA: every batch); the
+rest (PPO's shorter last minibatch of an epoch) run the same update eager.
 
-Why, measured (``benchmarks/onpolicy_compile_bench.py``, one thread pinned to one core of a 2-core AMD EPYC, eager
-and compiled interleaved in one run, medians): see docs/speed.md for the figures and how ``auto`` was set from them.
-``auto`` compiles a learner only where whole runs got faster: it needs the class's ``compile_auto_min_updates``
-(None: ``auto`` keeps that learner eager) and an MLP model (no encoder: not measured), besides what
+Why, measured (``benchmarks/onpolicy_compile_bench.py``; one thread pinned to one core of a 2-core AMD EPYC, eager
+and compiled in turn; docs/speed.md has the figures): one update ran 2.2-3x faster compiled, but what a whole run
+gains depends on the share of time spent learning and on the compile (10-100 s on a busy machine with an empty
+inductor cache, a few seconds from a warm one). A 200k-step ``ppo_hopper`` run was 1.11x faster compiled from an
+empty cache and 1.46x from a warm one; ``impala_pendulum`` (1M) 1.27x warm but 0.38x cold (a 97 s first
+compile); ``a2c_pendulum`` (1M) 1.11-1.16x, within the noise. ``auto`` compiles a learner only where whole runs got
+faster whatever the cache: it needs the class's ``compile_auto_min_updates`` (PPO: 30,000; None, A2C's and
+IMPALA's: ``auto`` keeps the learner eager) and an MLP model (an encoder's step is not measured), besides what
 ``resolve_compile`` asks (a compiler, a cpu or cuda device).
 """
 
@@ -60,9 +65,12 @@ def resolve_onpolicy_compile(requested: str, compilable: bool, planned_updates: 
 class CompiledLearning:
     """Mixin for an ``ActorCriticPolicy`` subclass whose update can run compiled (see the module docstring).
 
-    The subclass sets ``compilable = True``, writes ``learning_step(*tensors)`` (one sync-free update, metrics as
-    tensors) and ``planned_updates(calls, samples)``, and calls ``run_update(full, *tensors)`` from ``learn`` where
-    the eager path would update, when ``compiling(ctx)``. The pipeline calls ``plan_learning`` once it is built.
+    The subclass (``class MyPolicy(CompiledLearning, ActorCriticPolicy)``) declares ``"compile":
+    ONPOLICY_COMPILE_FIELD`` among its fields, sets ``compilable = True`` (and ``compile_auto_min_updates`` where it
+    measured whole runs getting faster), writes ``learning_step(*tensors)`` -- one sync-free update returning a row
+    of metric tensors whose last value is ``FlatOptimizer.minimize``'s -- and ``planned_updates(calls, samples)``,
+    and in ``learn``, when ``compiling(ctx)``, calls ``run_update(full, *tensors)`` where the eager path would
+    update and ``mean_rows(rows, names)`` for the metrics. The pipeline calls ``plan_learning`` once it is built.
     """
 
     compilable: ClassVar[bool] = False
