@@ -85,10 +85,11 @@ def test_a_stale_page_is_caught_and_a_new_key_appears_after_regeneration(monkeyp
 
     from zoo.policies import PPOPolicy
 
-    monkeypatch.setattr(PPOPolicy, "default_config", {**PPOPolicy.default_config, "compile": False})
-    monkeypatch.setattr(PPOPolicy, "config_docs", {**PPOPolicy.config_docs, "compile": "a key added later"})
+    # (a key PPO does not declare: ``compile`` served here until PPO declared it)
+    monkeypatch.setattr(PPOPolicy, "default_config", {**PPOPolicy.default_config, "late_switch": False})
+    monkeypatch.setattr(PPOPolicy, "config_docs", {**PPOPolicy.config_docs, "late_switch": "a key added later"})
     regenerated = docs_pages.render_regions(text, "ppo.md")
-    assert "| `compile` | `false` | true or false |  | a key added later |" in regenerated
+    assert "| `late_switch` | `false` | true or false |  | a key added later |" in regenerated
     assert regenerated != text  # so the freshness test would name ppo.md until the page is regenerated
 
 

@@ -6,6 +6,7 @@ policy's own sample processing (GAE for actor-critics) bootstraps truncated step
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import gymnasium as gym
@@ -29,6 +30,13 @@ class SerialOnPolicyPipeline(VectorEnvPipeline):
         per_step = 4 * (2 * int(np.prod(observation_space.shape or (1,))) + 16)  # observations, actions, extras
         check_memory(f"a rollout of {pipe.rollout_steps} steps x {pipe.num_envs} envs",
                      per_step * pipe.rollout_steps * pipe.num_envs, "use fewer pipeline.rollout_steps or num_envs")
+
+    def build_buffers(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        plan = getattr(self.policy, "plan_learning", None)  # PPO, A2C: decide policy.compile from the run's plan
+        if plan is not None:
+            pipe = self.cfg.pipeline
+            samples = pipe.rollout_steps * pipe.num_envs
+            plan(math.ceil(pipe.max_env_steps / samples), samples)
 
     def iterate(self) -> dict[str, float]:
         rollout = self.collector.rollout(self.policy, self.cfg.pipeline.rollout_steps)

@@ -82,8 +82,10 @@ ppo_info = namedtuple("ppo_info", ["approx_kl", "clipfrac"])
 ``clipfrac`` (the share of samples whose ratio was clipped)."""
 
 
-def _check_clip(clip_ratio: float, dual_clip: float | None) -> None:
-    if clip_ratio < 0:
+def _check_clip(clip_ratio: float | torch.Tensor, dual_clip: float | None) -> None:
+    # A tensor clip (a schedule inside a compiled learning step) is its caller's to check: reading it here would be
+    # a host sync.
+    if not isinstance(clip_ratio, torch.Tensor) and clip_ratio < 0:
         raise ValueError(f"clip_ratio must be >= 0, got {clip_ratio}")
     if dual_clip is not None and not dual_clip > 1.0:
         raise ValueError(f"dual_clip must be None or greater than 1.0 (arXiv:1912.09729), got {dual_clip}")
@@ -150,9 +152,10 @@ def _clipped_surrogate(
     logp_old: torch.Tensor,
     adv: torch.Tensor,
     weight: torch.Tensor,
-    clip_ratio: float,
+    clip_ratio: float | torch.Tensor,
     dual_clip: float | None,
 ) -> tuple[torch.Tensor, ppo_info]:
+    """The policy loss and ``ppo_info`` as detached 0-dim tensors (no host sync: what a compiled step can trace)."""
     logp_old, adv = logp_old.detach(), adv.detach()
     ratio = torch.exp(logp_new - logp_old)
     surrogate = torch.min(ratio * adv, ratio.clamp(1 - clip_ratio, 1 + clip_ratio) * adv)
@@ -162,9 +165,14 @@ def _clipped_surrogate(
         surrogate = torch.where(adv < 0, torch.max(surrogate, dual_clip * adv), surrogate)
     policy_loss = -(surrogate * weight).mean()
     with torch.no_grad():
-        approx_kl = (logp_old - logp_new).mean().item()
-        clipfrac = ((ratio > 1 + clip_ratio) | (ratio < 1 - clip_ratio)).float().mean().item()
+        approx_kl = (logp_old - logp_new).mean()
+        clipfrac = ((ratio > 1 + clip_ratio) | (ratio < 1 - clip_ratio)).float().mean()
     return policy_loss, ppo_info(approx_kl, clipfrac)
+
+
+def _host_info(info: ppo_info) -> ppo_info:
+    """``ppo_info`` of tensors -> of Python floats (the public functions' return, as DI-engine's)."""
+    return ppo_info(info.approx_kl.item(), info.clipfrac.item())
 
 
 def ppo_policy_error(
@@ -198,7 +206,7 @@ def ppo_policy_error(
     """
     _check_clip(clip_ratio, dual_clip)
     policy_loss, entropy_loss, info = _categorical_policy_terms(*_fields(data, 5), clip_ratio, dual_clip, joint=False)
-    return ppo_policy_loss(policy_loss, entropy_loss), info
+    return ppo_policy_loss(policy_loss, entropy_loss), _host_info(info)
 
 
 def _categorical_policy_terms(
@@ -207,13 +215,13 @@ def _categorical_policy_terms(
     action: torch.Tensor,
     adv: torch.Tensor,
     weight: torch.Tensor | None,
-    clip_ratio: float,
+    clip_ratio: float | torch.Tensor,
     dual_clip: float | None,
     joint: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, ppo_info]:
-    """Policy loss, entropy and info of a categorical policy (``joint=False``: logits ``(..., N)``, one sample per
-    leading index) or of K independent categoricals (``joint=True``: padded logits ``(..., K, N)``, one joint
-    probability per sample), after checking the shapes."""
+    """Policy loss, entropy and info (tensors) of a categorical policy (``joint=False``: logits ``(..., N)``, one
+    sample per leading index) or of K independent categoricals (``joint=True``: padded logits ``(..., K, N)``, one
+    joint probability per sample), after checking the shapes."""
     _check_logits("logit_new", logit_new, action)
     check_same_shape("logit_old", logit_old, "logit_new", logit_new)
     _check_leading("action", action, logit_new.shape[:-1])
@@ -248,7 +256,12 @@ def ppo_value_error(data: tuple, clip_ratio: float = 0.2, use_value_clip: bool =
         tensor(0.5000)
     """
     _check_clip(clip_ratio, None)
-    value_new, value_old, return_, weight = _fields(data, 4)
+    return _value_loss(*_fields(data, 4), clip_ratio, use_value_clip)
+
+
+def _value_loss(value_new: torch.Tensor, value_old: torch.Tensor, return_: torch.Tensor, weight: torch.Tensor | None,
+                clip_ratio: float | torch.Tensor, use_value_clip: bool) -> torch.Tensor:
+    """``ppo_value_error`` after its clip check (a tensor ``clip_ratio`` is not read on the host)."""
     check_same_shape("value_old", value_old, "value_new", value_new)
     check_same_shape("return_", return_, "value_new", value_new)
     weight = _weight_or_ones(weight, "value_new", value_new)
@@ -288,13 +301,27 @@ def ppo_error(
         >>> loss, info = ppo_error(data)
         >>> (loss.policy_loss + 0.5 * loss.value_loss - 0.01 * loss.entropy_loss).backward()
     """
+    loss, info = _ppo_terms(data, clip_ratio, use_value_clip, dual_clip, "discrete")
+    return loss, _host_info(info)
+
+
+def _ppo_terms(
+    data: tuple, clip_ratio: float | torch.Tensor, use_value_clip: bool, dual_clip: float | None, kind: str
+) -> tuple[ppo_loss, ppo_info]:
+    """The body of ``ppo_error`` (``kind`` "discrete"), ``ppo_error_continuous`` ("continuous") and
+    ``ppo_error_multi_discrete`` ("multi_discrete"), with ``ppo_info``'s fields as detached 0-dim tensors: no host
+    sync, so that a compiled learning step can trace it (``zoo.policies.ppo``); ``clip_ratio`` may be a 0-dim tensor
+    (an annealed clip, not read on the host)."""
     _check_clip(clip_ratio, dual_clip)
-    logit_new, logit_old, action, value_new, value_old, adv, return_, weight = _fields(data, 8)
-    policy_data = ppo_policy_data(logit_new, logit_old, action, adv, weight)
-    policy_output, info = ppo_policy_error(policy_data, clip_ratio, dual_clip)
+    new, old, action, value_new, value_old, adv, return_, weight = _fields(data, 8)
+    if kind == "continuous":
+        policy_loss, entropy_loss, info = _gaussian_policy_terms(new, old, action, adv, weight, clip_ratio, dual_clip)
+    else:
+        policy_loss, entropy_loss, info = _categorical_policy_terms(new, old, action, adv, weight, clip_ratio,
+                                                                    dual_clip, joint=kind == "multi_discrete")
     check_same_shape("value_new", value_new, "adv", adv)
-    value_loss = ppo_value_error(ppo_value_data(value_new, value_old, return_, weight), clip_ratio, use_value_clip)
-    return ppo_loss(policy_output.policy_loss, value_loss, policy_output.entropy_loss), info
+    value_loss = _value_loss(value_new, value_old, return_, weight, clip_ratio, use_value_clip)
+    return ppo_loss(policy_loss, value_loss, entropy_loss), info
 
 
 def ppo_policy_error_continuous(
@@ -330,7 +357,20 @@ def ppo_policy_error_continuous(
         >>> loss, info = ppo_policy_error_continuous(data, dual_clip=3.0)
     """
     _check_clip(clip_ratio, dual_clip)
-    mu_sigma_new, mu_sigma_old, action, adv, weight = _fields(data, 5)
+    policy_loss, entropy_loss, info = _gaussian_policy_terms(*_fields(data, 5), clip_ratio, dual_clip)
+    return ppo_policy_loss(policy_loss, entropy_loss), _host_info(info)
+
+
+def _gaussian_policy_terms(
+    mu_sigma_new: Mapping,
+    mu_sigma_old: Mapping,
+    action: torch.Tensor,
+    adv: torch.Tensor,
+    weight: torch.Tensor | None,
+    clip_ratio: float | torch.Tensor,
+    dual_clip: float | None,
+) -> tuple[torch.Tensor, torch.Tensor, ppo_info]:
+    """Policy loss, entropy and info (tensors) of a diagonal Gaussian policy, after checking the shapes."""
     mu_new, sigma_new = _mu_sigma("mu_sigma_new", mu_sigma_new)
     mu_old, sigma_old = _mu_sigma("mu_sigma_old", mu_sigma_old, like_mu=mu_new)
     check_gaussian_action(action, mu_new, "mu_sigma_new['mu']")
@@ -340,7 +380,7 @@ def ppo_policy_error_continuous(
     logp_old = gaussian_log_prob(mu_old, sigma_old, action)
     entropy_loss = (gaussian_entropy(sigma_new.expand_as(mu_new)) * weight).mean()
     policy_loss, info = _clipped_surrogate(logp_new, logp_old, adv, weight, clip_ratio, dual_clip)
-    return ppo_policy_loss(policy_loss, entropy_loss), info
+    return policy_loss, entropy_loss, info
 
 
 def ppo_error_continuous(
@@ -371,13 +411,8 @@ def ppo_error_continuous(
         ...                            torch.randn(B), torch.randn(B), torch.randn(B), None)
         >>> loss, info = ppo_error_continuous(data)
     """
-    _check_clip(clip_ratio, dual_clip)
-    mu_sigma_new, mu_sigma_old, action, value_new, value_old, adv, return_, weight = _fields(data, 8)
-    policy_data = ppo_policy_data_continuous(mu_sigma_new, mu_sigma_old, action, adv, weight)
-    policy_output, info = ppo_policy_error_continuous(policy_data, clip_ratio, dual_clip)
-    check_same_shape("value_new", value_new, "adv", adv)
-    value_loss = ppo_value_error(ppo_value_data(value_new, value_old, return_, weight), clip_ratio, use_value_clip)
-    return ppo_loss(policy_output.policy_loss, value_loss, policy_output.entropy_loss), info
+    loss, info = _ppo_terms(data, clip_ratio, use_value_clip, dual_clip, "continuous")
+    return loss, _host_info(info)
 
 
 def ppo_error_multi_discrete(
@@ -405,10 +440,5 @@ def ppo_error_multi_discrete(
         ...                 torch.randn(4), torch.randn(4), torch.randn(4), None)
         >>> loss, info = ppo_error_multi_discrete(data)
     """
-    _check_clip(clip_ratio, dual_clip)
-    logit_new, logit_old, action, value_new, value_old, adv, return_, weight = _fields(data, 8)
-    policy_loss, entropy_loss, info = _categorical_policy_terms(logit_new, logit_old, action, adv, weight, clip_ratio,
-                                                                dual_clip, joint=True)
-    check_same_shape("value_new", value_new, "adv", adv)
-    value_loss = ppo_value_error(ppo_value_data(value_new, value_old, return_, weight), clip_ratio, use_value_clip)
-    return ppo_loss(policy_loss, value_loss, entropy_loss), info
+    loss, info = _ppo_terms(data, clip_ratio, use_value_clip, dual_clip, "multi_discrete")
+    return loss, _host_info(info)

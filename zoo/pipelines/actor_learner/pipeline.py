@@ -13,6 +13,7 @@ actors start fresh episodes with new seeds.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -101,6 +102,10 @@ class ParallelAsyncPipeline(TrainingLoop):
             )
         layout = actor_layout(cfg)  # the env is checked before any actor starts; the global RNGs are untouched
         self.policy = build_policy(cfg, layout.observation_space, layout.action_space, self.device)
+        plan = getattr(self.policy, "plan_learning", None)  # IMPALA: decide policy.compile from the run's plan
+        if plan is not None:
+            samples = pipe.unroll_length * pipe.batch_unrolls * pipe.num_envs
+            plan(math.ceil(pipe.max_env_steps / samples), samples)
         check_memory(f"{pipe.queue_size} unroll slots of {pipe.unroll_length} steps x {pipe.num_envs} envs",
                      layout.slot_bytes * pipe.queue_size, "use fewer pipeline.queue_size, unroll_length or num_envs")
         self.slots = UnrollSlots(pipe.queue_size, layout.fields)
