@@ -116,7 +116,9 @@ def _rerun_and_check(runs: Path, seen: set[int], steps: int = 2048) -> None:
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     # At once: the killed runner's children may still be saving; the rerun waits for them.
-    assert runner.bench(["tiny"], seeds=SEEDS, jobs=SEEDS, runs_dir=str(runs), stream=io.StringIO()) == 0
+    out = io.StringIO()
+    code = runner.bench(["tiny"], seeds=SEEDS, jobs=SEEDS, runs_dir=str(runs), stream=out)
+    assert code == 0, out.getvalue()
     watcher.join()
     # Died with it: at once (startup, evaluation) or after saving the iteration in progress (a fraction of a second
     # here); an orphan would go on training or evaluating for seconds.
