@@ -16,6 +16,15 @@ def make_net() -> nn.Module:
     return nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
 
 
+def optimizer_pair(algorithm: str) -> tuple[nn.Module, FlatOptimizer, nn.Module, torch.optim.Optimizer]:
+    """Two equal networks: one with zoo's FlatOptimizer, one with torch's own ``algorithm`` at the same settings."""
+    ours, ref = make_net(), make_net()
+    flat = FlatOptimizer(ours, algorithm, lr=3e-3, eps=1e-5)
+    if algorithm == "adam":
+        return ours, flat, ref, torch.optim.Adam(ref.parameters(), lr=3e-3, eps=1e-5)
+    return ours, flat, ref, torch.optim.RMSprop(ref.parameters(), lr=3e-3, alpha=0.99, eps=1e-5)
+
+
 def loss_of(net: nn.Module, step: int) -> torch.Tensor:
     gen = torch.Generator().manual_seed(step)
     x, y = torch.randn(32, 5, generator=gen), torch.randn(32, 3, generator=gen)
@@ -25,12 +34,7 @@ def loss_of(net: nn.Module, step: int) -> torch.Tensor:
 @pytest.mark.parametrize("algorithm", ["adam", "rmsprop"])
 @pytest.mark.parametrize("max_norm", [None, 0.3])
 def test_matches_torch_optim(algorithm, max_norm):
-    ours, ref = make_net(), make_net()
-    flat = FlatOptimizer(ours, algorithm, lr=3e-3, eps=1e-5)
-    if algorithm == "adam":
-        torch_opt = torch.optim.Adam(ref.parameters(), lr=3e-3, eps=1e-5)
-    else:
-        torch_opt = torch.optim.RMSprop(ref.parameters(), lr=3e-3, alpha=0.99, eps=1e-5)
+    ours, flat, ref, torch_opt = optimizer_pair(algorithm)
     for step in range(60):
         if step == 30:  # a schedule changes the learning rate between steps
             flat.lr = 1e-3
@@ -121,12 +125,7 @@ def test_sync_parameter_gradients_averages_every_gradient_through_one_flat_buffe
 def test_minimize_matches_torch_optim_step_for_step(algorithm, max_norm):
     # The sync-free step (autograd.grad, a step masked on the device): torch's arithmetic to float32 rounding. Its
     # bias corrections must not lose digits: 1 - pow(0.999, t) in float32 drifted 1e-6 from torch in 60 steps.
-    ours, ref = make_net(), make_net()
-    flat = FlatOptimizer(ours, algorithm, lr=3e-3, eps=1e-5)
-    if algorithm == "adam":
-        torch_opt = torch.optim.Adam(ref.parameters(), lr=3e-3, eps=1e-5)
-    else:
-        torch_opt = torch.optim.RMSprop(ref.parameters(), lr=3e-3, alpha=0.99, eps=1e-5)
+    ours, flat, ref, torch_opt = optimizer_pair(algorithm)
     for step in range(60):
         returned = flat.minimize(loss_of(ours, step), max_norm)
         torch_opt.zero_grad()
