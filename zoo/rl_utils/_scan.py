@@ -157,7 +157,7 @@ def backward_linear_recurrence(
     dtype = compute_dtype(inputs.dtype)
     if inputs.shape[0] == 0:
         return inputs.to(dtype).clone()
-    if inputs.device.type == "cpu":
+    if inputs.device.type == "cpu" and not torch.compiler.is_compiling():  # traced: torch operations only
         x = inputs.to(dtype).numpy().copy()
         c = np.broadcast_to(coeff.to(dtype).numpy(), x.shape).copy()
         result = torch.from_numpy(scan_numpy_inplace(c, x))

@@ -26,14 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import check_broadcasts_to, check_gaussian_action, check_same_shape
-from ._scan import (
-    _scan_torch,
-    backward_linear_recurrence,
-    compute_dtype,
-    fused_vtrace,
-    numpy_view,
-    scan_numpy_inplace,
-)
+from ._scan import backward_linear_recurrence, compute_dtype, fused_vtrace, numpy_view, scan_numpy_inplace
 from .distributions import categorical_log_prob, entropy, gaussian_entropy, gaussian_log_prob
 
 vtrace_data = namedtuple("vtrace_data", ["target_output", "behaviour_output", "action", "value", "reward", "weight"])
@@ -156,10 +149,8 @@ def _vtrace_targets(
     assert terms is not None
     discount, trace, next_value = terms
     deltas = clipped_rhos * (reward + discount * next_value - values[:-1])
-    coeff = discount * lambda_ * clipped_cs * trace
-    if torch.compiler.is_compiling():  # inside a compiled learning step: torch operations only (no numpy)
-        return values[:-1] + _scan_torch(coeff, deltas)
-    return values[:-1] + backward_linear_recurrence(coeff, deltas)
+    correction = backward_linear_recurrence(discount * lambda_ * clipped_cs * trace, deltas)
+    return values[:-1] + correction
 
 
 def vtrace_advantage(
