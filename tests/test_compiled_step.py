@@ -81,6 +81,20 @@ def test_a_failed_compile_is_one_line_and_eager_or_refused_under_on(caplog):
         required("variant", x)
 
 
+@pytest.mark.slow  # one small compile
+@pytest.mark.skipif(compiler_status() is not None, reason=f"torch.compile unusable here: {compiler_status()}")
+def test_the_compiled_step_flushes_denormals_inside_only():
+    tiny = torch.full((4,), 1e-39)  # a float32 denormal
+    assert bool((tiny * 1.5 > 0).all())  # kept outside
+
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return x * 1.5
+    step = CompiledStep(scaled, "Toy's learning step", required=True, device=CPU, gradients=False)
+    assert torch.equal(step("variant", tiny), torch.zeros(4)) and step.active  # flushed inside the graph
+    assert torch.equal(step("variant", tiny), torch.zeros(4))  # and on later calls (the cached graph)
+    assert bool((tiny * 1.5 > 0).all())  # and kept again afterwards
+
+
 def test_a_run_records_whether_its_step_was_compiled_and_why(tmp_path):
     summary = train({"exp_name": "rec", "runs_dir": str(tmp_path), "env": {"id": "Pendulum-v1"},
                      "policy": {"type": "sac", "hidden_sizes": [8], "batch_size": 8},

@@ -117,3 +117,42 @@ def test_a_compiled_graph_calls_the_onednn_product_and_its_gradient(onednn):
 
     x = torch.randn(32, 6)
     torch.testing.assert_close(torch.compile(step, fullgraph=True)(x), step(x), rtol=1e-5, atol=1e-6)
+
+
+def test_dense_layout_names_the_views_onednn_multiplies_at_full_speed():
+    assert matmul.dense_layout((256, 11), (11, 1)) and matmul.dense_layout((256, 11), (1, 256))  # row/column major
+    assert matmul.dense_layout((1, 256), (0, 1)) and matmul.dense_layout((256, 1), (1, 0))  # vectors, any stride
+    assert matmul.dense_layout((1, 1), (0, 0))
+    assert not matmul.dense_layout((11, 256), (1, 14))  # the first 11 columns of a 14-wide matrix, transposed
+    assert not matmul.dense_layout((256, 11), (14, 1))
+    assert not matmul.dense_layout((256, 1), (14, 1)) and not matmul.dense_layout((1, 256), (1, 14))
+    assert not matmul.dense_layout((256, 256), (0, 1))  # a broadcast row
+
+
+@pytest.mark.slow  # one compile, a few seconds
+@pytest.mark.skipif(compiler_status() is not None, reason=f"torch.compile unusable here: {compiler_status()}")
+def test_a_lowered_graph_calls_onednn_itself_on_any_view_with_eagers_numbers(onednn):
+    import torch._dynamo
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    assert matmul.lower_for_inductor() and matmul.lower_for_inductor()  # idempotent
+    assert matmul.LOWERING_TAG in torch.compiler.config.cache_key_tag
+    torch._dynamo.config.trace_autograd_ops = True
+    torch.manual_seed(0)
+    first, second = torch.randn(64, 11, requires_grad=True), torch.randn(14, 14, requires_grad=True)
+
+    def step(obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        joint = torch.cat([obs, action], -1)  # a 14-wide input whose first 11 columns the graph may reuse
+        hidden = matmul.linear(joint, second.t()).relu()
+        loss = matmul.linear(obs, first).tanh().sum() + matmul.linear(hidden, second).square().mean()
+        return (loss.detach(), *torch.autograd.grad(loss, [first, second]))
+
+    obs, action = torch.randn(32, 11), torch.randn(32, 3)
+    expected = step(obs, action)
+    torch._dynamo.reset()
+    with inductor_config.patch(force_disable_caches=True):
+        got, (code, *_) = run_and_get_code(torch.compile(step, fullgraph=True), obs, action)
+    assert "mkldnn._linear_pointwise" in code and "zoo.onednn_linear.default(" not in code
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
