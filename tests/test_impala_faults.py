@@ -267,3 +267,34 @@ def test_thousands_of_actors_are_refused_before_any_process_starts(tmp_path):
     message = str(error.value)
     assert "4,096 IMPALA actors" in message and "lower pipeline.num_actors" in message and "\n" not in message
     assert _children(os.getpid()) == before
+
+
+def test_an_unroll_still_in_the_pipe_of_an_actor_that_exited_is_delivered_not_dropped():
+    import threading
+    from collections import deque
+
+    from zoo.pipelines.actor_learner.local_pool import LocalActorPool, _Actor
+
+    class Exited:  # an actor process that has already exited cleanly
+        exitcode = 0
+
+        def join(self, timeout=None):
+            pass
+
+        def is_alive(self):
+            return False
+
+    pool = LocalActorPool.__new__(LocalActorPool)  # the bookkeeping only: no processes
+    pool.lock, pool.free, pool.ready, pool.error = threading.Condition(), deque([5]), deque(), None
+    pool.restart, pool.restarts, pool._to_restart, pool.actors = True, 0, [], []
+    actor = _Actor(0)
+    actor.process, actor.holding = Exited(), [3, 4]
+    learner_end, actor_end = multiprocessing.Pipe()
+    actor.conn = learner_end
+    actor_end.send(("unroll", 3, 0, [(1.0, 10)]))  # written before it exited; the exit code was seen first
+    actor_end.close()
+    with pool.lock:
+        pool._lost(actor, None)
+    assert list(pool.ready) == [(3, [(1.0, 10)])]  # the filled slot counts
+    assert sorted(pool.free) == [4, 5] and actor.conn is None and actor.delivered  # only the unfilled one is free
+    assert pool.restarts == 1 and pool.error is None

@@ -170,11 +170,7 @@ class LocalActorPool:
                         self._lost(actor, None)
                         continue
                     if message[0] == "unroll":
-                        _, slot, _, episodes = message
-                        actor.holding.remove(slot)
-                        actor.delivered, actor.failures_in_a_row = True, 0
-                        self.ready.append((slot, episodes))
-                        self.lock.notify_all()
+                        self._delivered(actor, message)
                     elif message[0] == "ready":
                         actor.ready_at = time.monotonic()
                     elif message[0] == "failed":
@@ -186,6 +182,14 @@ class LocalActorPool:
                         actor.process.kill()  # SIGKILL: it may be stopped (SIGSTOP) or stuck in native code
                         self._lost(actor, stalled, hint="raise pipeline.actor_timeout_s if its env is that slow")
                 self._assign()
+
+    def _delivered(self, actor: _Actor, message: tuple[Any, ...]) -> None:
+        # With the lock held: an actor's "unroll" message, its slot filled.
+        _, slot, _, episodes = message
+        actor.holding.remove(slot)
+        actor.delivered, actor.failures_in_a_row = True, 0
+        self.ready.append((slot, episodes))
+        self.lock.notify_all()
 
     def _stalled(self, actor: _Actor) -> str | None:
         # With the lock held: why a live actor is stalled, or None. Only an actor holding a slot owes an unroll, and
@@ -212,10 +216,12 @@ class LocalActorPool:
             actor.process.kill()
             actor.process.join(timeout=1.0)
         code = actor.process.exitcode
-        try:  # its last words may still be in the pipe (the exit code can be seen first)
+        try:  # its last words may still be in the pipe (the exit code can be seen first): a filled slot counts
             while cause is None and actor.conn.poll():
                 message = actor.conn.recv()
-                if message[0] == "failed":
+                if message[0] == "unroll":
+                    self._delivered(actor, message)
+                elif message[0] == "failed":
                     cause, fatal = f"failed: {message[1]}", message[2]
         except (EOFError, OSError):
             pass
