@@ -74,6 +74,29 @@ def test_ensemble_linear_matches_the_batched_products(onednn, monkeypatch, share
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
 
 
+def test_ensemble_mlp_runs_members_apart_with_the_layer_by_layer_numbers(onednn, monkeypatch):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(32, 6, generator=g, requires_grad=True)
+    weights = [torch.randn(2, 6, 8, generator=g, requires_grad=True), torch.randn(2, 8, 1, generator=g,
+                                                                                   requires_grad=True)]
+    biases = [torch.randn(2, 1, 8, generator=g, requires_grad=True), torch.randn(2, 1, 1, generator=g,
+                                                                                 requires_grad=True)]
+    calls = spy(monkeypatch)
+    out = matmul.ensemble_mlp(x, weights, biases, [torch.relu])
+    assert len(calls) == 4 and out.shape == (2, 32, 1)  # 2 members x 2 layers, each its own product
+    grads = torch.autograd.grad(out.square().sum(), [x, *weights, *biases])
+    assert len(calls) == 12  # and 2 per product backwards
+    ref = torch.relu(torch.matmul(x, weights[0]) + biases[0])
+    ref = torch.baddbmm(biases[1], ref, weights[1])
+    ref_grads = torch.autograd.grad(ref.square().sum(), [x, *weights, *biases])
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    monkeypatch.setattr(matmul, "FP32_PRODUCTS", "default")  # torch's products: the batched layers
+    torch.testing.assert_close(matmul.ensemble_mlp(x, weights, biases, [torch.relu]), ref, rtol=1e-5, atol=1e-5)
+    assert len(calls) == 12
+
+
 def test_torch_keeps_the_products_it_does_well_or_must_export(onednn, monkeypatch):
     calls = spy(monkeypatch)
     weight = torch.randn(5, 7)

@@ -170,3 +170,27 @@ def ensemble_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -
         return torch.matmul(x, weight) + bias if x.ndim == 2 else torch.baddbmm(bias, x, weight)
     members = range(weight.shape[0])
     return torch.stack([_onednn_linear(x if x.ndim == 2 else x[e], weight[e].t(), bias[e, 0]) for e in members])
+
+
+def ensemble_mlp(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
+                 activations: list[Any]) -> torch.Tensor:
+    """An ensemble's MLP: ``ensemble_linear`` layer by layer, ``activations[i]`` after layer ``i`` (one fewer than
+    the layers), ``x`` (B, in) shared by all members -> (E, B, out). Where ``linear`` takes oneDNN, each member runs
+    on its own and only the outputs are stacked: stacking every hidden layer (and splitting its gradient back) cost
+    two copies of each (E, B, width) activation per pass, the same numbers either way."""
+    if x.ndim != 2 or not _onednn(x):
+        for index, (weight, bias) in enumerate(zip(weights, biases)):
+            x = ensemble_linear(x, weight, bias)
+            if index < len(activations):
+                x = activations[index](x)
+        return x
+    outputs = []
+    for e in range(weights[0].shape[0]):
+        h = x
+        for index, (weight, bias) in enumerate(zip(weights, biases)):
+            h = _onednn_linear(h, weight[e].t(), bias[e, 0])
+            if index < len(activations):
+                h = activations[index](h)
+        outputs.append(h)
+    return torch.stack(outputs)
+

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .matmul import ensemble_linear, linear
+from .matmul import ensemble_mlp, linear
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": F.elu}
 
@@ -113,12 +113,9 @@ class EnsembleQ(nn.Module):
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor, detach_weights: bool = False) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1)
-        last = len(self.weights) - 1
-        for index, (weight, bias) in enumerate(zip(self.weights, self.biases)):
-            if detach_weights:
-                weight, bias = weight.detach(), bias.detach()
-            # the first layer has one input for every critic: a broadcasting product, no copy per critic
-            x = ensemble_linear(x, weight, bias)
-            if index < last:
-                x = self.activations[index](x)
+        weights, biases = list(self.weights), list(self.biases)
+        if detach_weights:
+            weights, biases = [w.detach() for w in weights], [b.detach() for b in biases]
+        # the first layer has one input for every critic: a broadcasting product, no copy per critic
+        x = ensemble_mlp(x, weights, biases, list(self.activations))
         return x.float()  # float32 out (a no-op in fp32): targets and losses stay fp32 under bf16 autocast
