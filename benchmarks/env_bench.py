@@ -155,22 +155,23 @@ def _whole_run(config: str, overrides: tuple[str, ...], backend: str, runs_dir: 
 
 
 def compare_whole_runs(repeats: int) -> None:
-    """Print the wall-clock of ``WHOLE_RUNS`` on both backends, alternating, ``repeats`` times each."""
-    seconds: dict[tuple[str, str], list[float]] = {}
+    """Print the wall-clock and CPU seconds of ``WHOLE_RUNS`` on both backends, alternating, ``repeats`` times each
+    (every run in a fresh runs directory)."""
+    seconds: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as runs_dir:
-        for _ in range(repeats):
+        for repeat in range(repeats):
             for label, config, overrides in WHOLE_RUNS:
                 for backend in ("gymnasium", "envpool"):
-                    seconds.setdefault((label, backend), []).append(_whole_run(config, overrides, backend, runs_dir))
-    print(f"whole zoo run processes, seconds (each run; median of {repeats}), seed 0")
-    print(f"{'run':<18} {'gymnasium':>22} {'envpool':>22} {'envpool/gym':>12}")
+                    fresh = f"{runs_dir}/{repeat}-{backend}-{label.replace(' ', '_')}"
+                    seconds.setdefault((label, backend), []).append(_whole_run(config, overrides, backend, fresh))
+    print(f"whole zoo run processes, wall-clock (CPU) seconds, each run; ratios of the medians of {repeats}; seed 0")
+    print(f"{'run':<18} {'gymnasium':>28} {'envpool':>28} {'wall ratio':>10} {'CPU ratio':>9}")
     for label, _, _ in WHOLE_RUNS:
         gymnasium_runs, envpool_runs = seconds[(label, "gymnasium")], seconds[(label, "envpool")]
-        ratio = statistics.median(envpool_runs) / statistics.median(gymnasium_runs)
-        print(
-            f"{label:<18} {' '.join(f'{t:.1f}' for t in gymnasium_runs):>22} "
-            f"{' '.join(f'{t:.1f}' for t in envpool_runs):>22} {ratio:>12.3f}"
-        )
+        ratios = [statistics.median(e[k] for e in envpool_runs) / statistics.median(g[k] for g in gymnasium_runs)
+                  for k in (0, 1)]
+        print(f"{label:<18} {' '.join(f'{w:.1f} ({c:.1f})' for w, c in gymnasium_runs):>28} "
+              f"{' '.join(f'{w:.1f} ({c:.1f})' for w, c in envpool_runs):>28} {ratios[0]:>10.3f} {ratios[1]:>9.3f}")
 
 
 def compare_rollouts(repeats: int) -> None:
