@@ -97,6 +97,15 @@ def test_ensemble_mlp_runs_members_apart_with_the_layer_by_layer_numbers(onednn,
     assert len(calls) == 12
 
 
+def test_a_shape_mismatch_names_the_shapes_as_torch_does(onednn):
+    x, weight = torch.randn(32, 14), torch.randn(64, 11)
+    with pytest.raises(RuntimeError) as torch_error:
+        F.linear(x, weight)
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(32x14 and 11x64\)$") as ours:
+        matmul.linear(x, weight)
+    assert str(ours.value) == str(torch_error.value)
+
+
 def test_torch_keeps_the_products_it_does_well_or_must_export(onednn, monkeypatch):
     calls = spy(monkeypatch)
     weight = torch.randn(5, 7)

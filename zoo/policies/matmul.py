@@ -154,6 +154,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if not _onednn(x):
         return F.linear(x, weight, bias)
     flat = x.reshape(-1, x.shape[-1])
+    if weight.ndim != 2 or weight.shape[1] != flat.shape[1]:  # torch's own message (oneDNN's names no shapes)
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({flat.shape[0]}x{flat.shape[1]} and "
+                           f"{'x'.join(map(str, weight.t().shape if weight.ndim == 2 else weight.shape))})")
     return _onednn_linear(flat, weight, bias).reshape(*x.shape[:-1], weight.shape[0])
 
 
