@@ -6,9 +6,10 @@ AMD EPYC (Zen 5, full-width AVX-512) this project develops on, one thread multip
 187-239 GFLOP/s on the same product, and JAX (XLA) about 230. That halves the off-policy learning step's largest
 cost on such a machine. ``linear(x, weight, bias)`` is ``F.linear`` with the product taken by oneDNN in float32 (the
 same arithmetic as MKL's to float32 rounding: both about 2e-7 from a float64 reference), with its own backward
-(each gradient another oneDNN product), and it traces into a compiled graph as one opaque call (a custom op:
-inductor has no lowering of oneDNN's linear for weights that change). ``matmul`` is ``x @ weight`` in the same way,
-``ensemble_linear`` the layers of an ensemble (SAC's and TD3's twin critics).
+(each gradient another oneDNN product), and it traces into a compiled graph as one custom op, which
+``lower_for_inductor`` turns into a direct oneDNN call there (inductor's own lowering of oneDNN's linear wants
+constant weights). ``matmul`` is ``x @ weight`` in the same way,
+``ensemble_linear`` the layers of an ensemble (SAC's and TD3's twin critics), ``ensemble_mlp`` its whole MLP.
 
 Used where ``fp32_products() == "onednn"``: float32 tensors on the CPU, outside autocast (under bf16 autocast the
 products already go to oneDNN in bf16), with at least ``MIN_ROWS`` rows (a batch-1 forward gains nothing). Where
@@ -196,4 +197,3 @@ def ensemble_mlp(x: torch.Tensor, weights: list[torch.Tensor], biases: list[torc
                 h = activations[index](h)
         outputs.append(h)
     return torch.stack(outputs)
-
