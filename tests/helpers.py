@@ -8,6 +8,7 @@ read_rows``, which forgives what a kill leaves (a cut last line, blank lines): a
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,17 @@ def write_config(folder: Path, config: dict[str, Any] | str, name: str = "cfg.py
     path = folder / name
     path.write_text(config if isinstance(config, str) else f"config = {config!r}\n")
     return path
+
+
+def end_spawned_worker() -> None:
+    """End a ``torch.multiprocessing.spawn`` worker that has saved its results, without the interpreter's teardown
+    (``os._exit(0)``, as ``zoo.run.launch.end_rank`` ends a torchrun rank): gloo's threads free a collective's tensors
+    after it returns, and one that needs the GIL while the interpreter finalises aborts the process (SIGABRT)."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def free_port() -> int:

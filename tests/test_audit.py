@@ -25,7 +25,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers import free_port, metrics_rows
+from helpers import end_spawned_worker, free_port, metrics_rows
 
 from zoo.config.resolve import resolve_config
 from zoo.data import ReplayBuffer, Transitions
@@ -87,6 +87,7 @@ def _dppo_worker(rank: int, port: int, out_dir: str) -> None:
     finally:
         dist.destroy_process_group()
     torch.save({"fed": fed, "after": after, "reduced": reduced}, Path(out_dir) / f"rank{rank}.pt")
+    end_spawned_worker()
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers import TIMINGS, free_port, metrics_rows, new_policy
+from helpers import TIMINGS, end_spawned_worker, free_port, metrics_rows, new_policy
 
 from zoo.data import Rollout
 from zoo.errors import ConfigError
@@ -189,6 +189,7 @@ def _equivalence_worker(rank: int, port: int, out_dir: str) -> None:
     finally:
         dist.destroy_process_group()
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
+    end_spawned_worker()
 
 
 @pytest.fixture(scope="module")

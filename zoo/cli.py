@@ -375,6 +375,9 @@ def console_main() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     code = main()
     sys.stdout.flush()
+    launch = sys.modules.get("zoo.run.launch")  # imported only by a command that runs a pipeline
+    if launch is not None:
+        launch.end_rank(code)  # a torchrun rank ends here, without the interpreter's teardown
     gc.freeze()
     sys.exit(code)
 

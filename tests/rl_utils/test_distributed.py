@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import end_spawned_worker, free_port
 from torch import nn
 
 from zoo.rl_utils.distributed import allreduce_grads, broadcast_params, world_info
@@ -77,6 +77,7 @@ def _worker(rank: int, init_method: str, out_dir: str) -> None:
     finally:
         dist.destroy_process_group()
     torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+    end_spawned_worker()
 
 
 @pytest.fixture(scope="module")

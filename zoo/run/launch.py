@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -59,15 +60,42 @@ class Processes:
 
     def join_group(self, backend: str, timeout_s: float = 1800.0) -> int:
         """Under torchrun: watch the agent, join the process group it describes (env://); this process's rank."""
+        global _joined
         stop_when_parent_dies(ORPHAN_GRACE_S)
         if not dist.is_initialized():
             dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
             atexit.register(_destroy_group)
+            _joined = True
         return dist.get_rank()
 
     def spawn_workers(self, backend: str) -> dict[str, Any]:
         """Start ``pipeline.world_size`` workers on this machine under a supervisor; rank 0's summary."""
         return supervisor.spawn(self.cfg, self.resume, self.entry, self.repair, backend)
+
+
+_joined = False  # whether join_group initialised a process group in this process
+
+
+def end_rank(code: int) -> None:
+    """End this process now if it joined a torchrun process group (``join_group``); otherwise return.
+
+    Its ``atexit`` hooks run (the group is destroyed first), the standard streams are flushed, then ``os._exit(code)``
+    skips the interpreter's teardown, as the supervisor's workers do. A teardown is unsafe here: gloo's worker
+    threads release a collective's tensors some time after the collective has returned (the last one, the final
+    checkpoint's ``gather_object``, just before the process exits), and a thread that needs the GIL to free a
+    tensor while the interpreter finalises is ended by ``pthread_exit``, which C++ turns into an abort
+    ("terminate called without an active exception", exit by SIGABRT) in about one exit in six after the rank had
+    saved. Called by ``zoo``'s entry point (``zoo.cli.console_main``) once ``main`` has returned."""
+    if not _joined:
+        return
+    _destroy_group()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: nothing more can be said on it
+            pass
+    os._exit(code)
 
 
 def _destroy_group() -> None:
