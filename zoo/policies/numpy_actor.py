@@ -88,6 +88,44 @@ class FoldedMLP:
         return np.matmul(self._inputs[-1], self.layers[-1], out=out)
 
 
+class LiveMLP:
+    """An MLP's forward pass in numpy on views of its layers' parameters (no copies: what an optimiser writes in
+    place is what the next call reads), for the per-step acting of off-policy learners, whose weights change at
+    every update (``FoldedMLP`` would copy them at each step). ``current()`` says whether the views still are the
+    parameters' storage; build a new one when not (a parameter replaced, a network rebuilt).
+
+    Arguments:
+        layers: the ``nn.Linear`` layers (float32, on the CPU), input first.
+        activations: the name of the activation after each layer but the last (tanh, relu, elu).
+    """
+
+    def __init__(self, layers: list[nn.Linear], activations: list[str]) -> None:
+        self._tensors = [t for layer in layers for t in (layer.weight, layer.bias)]
+        self._storage = self._pointers()
+        self._layers = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy()) for layer in layers]
+        self._activations = [_ACTIVATIONS_INTO[name] for name in activations]
+
+    def _pointers(self) -> list[int]:
+        return [t.data_ptr() for t in self._tensors]
+
+    def current(self, layers: list[nn.Linear]) -> bool:
+        """Whether this forward pass reads ``layers``' parameters as they are now."""
+        tensors = [t for layer in layers for t in (layer.weight, layer.bias)]
+        return (len(tensors) == len(self._tensors) and all(a is b for a, b in zip(tensors, self._tensors))
+                and self._pointers() == self._storage)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The last layer's output ``(B, out)`` for inputs ``(B, in)`` (``x @ W.T + b`` layer by layer)."""
+        *hidden, (weight, bias) = self._layers
+        for (w, b), (into, args) in zip(hidden, self._activations):
+            x = np.matmul(x, w)
+            x += b
+            into(x, *args, out=x)
+        x = np.matmul(x, weight)
+        x += bias
+        return x
+
+
 class NumpyActing:
     """The numpy path of one ``ActorCritic`` (a float32 MLP on the CPU, Discrete or Box actions; read through
     ``actor_layers()``, ``critic_layers()``, ``discrete`` and ``log_std``): rollout actors and rollout values.

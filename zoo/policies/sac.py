@@ -29,6 +29,7 @@ from ..errors import ConfigError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
+from .numpy_actor import LiveMLP
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import INITS, EnsembleQ, SquashedGaussianActor
@@ -104,6 +105,7 @@ class SACPolicy(OffPolicyPolicy):
                                not acting_only)
         self.actions = BoxActions(action_space, self.device)
         self.actor = self._new_actor().to(self.device)
+        self._numpy_actor: LiveMLP | None = None  # numpy_explore's forward pass, built at its first use
         self.support = self._support(cfg)
         if acting_only:
             return
@@ -158,6 +160,43 @@ class SACPolicy(OffPolicyPolicy):
     def weighted_log_prob(self, per_dim: torch.Tensor) -> torch.Tensor:
         """The log-prob of the entropy terms from the per-dimension ones: their sum (SAC-ACE weights them)."""
         return per_dim.sum(-1)
+
+    def explore(self, obs: torch.Tensor) -> np.ndarray:
+        """``explore_action``'s sample, computed in numpy where it applies (``numpy_explore``), else as the base
+        class computes it (compiled where the learning step is, or eager torch)."""
+        actions = self.numpy_explore(obs)
+        return super().explore(obs) if actions is None else actions
+
+    def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
+        """``explore_action`` in numpy on views of the actor's weights, for float32 observations of a float32 actor
+        on the CPU (None elsewhere, or where a subclass changes ``explore_action``/the actor): the same torch
+        noise draws, the same operations, float rounding apart. Per step it is about 10 numpy calls: on Hopper's
+        256x256 actor at one observation, 0.03 ms against 0.25 ms for the compiled graph (its guards and wrapper)
+        or eager torch."""
+        if (obs.device.type != "cpu" or obs.dtype != torch.float32 or self.device.type != "cpu"
+                or type(self).explore_action is not SACPolicy.explore_action
+                or type(self.actor) is not SquashedGaussianActor):
+            return None
+        layers = list(self.actor.layers)
+        if layers[0].weight.dtype != torch.float32:
+            return None
+        forward = self._numpy_actor
+        if forward is None or not forward.current(layers):
+            forward = self._numpy_actor = LiveMLP(layers, self.actor.activation_names)
+            self._numpy_bounds = (self.actions.center.numpy(), self.actions.half.numpy(),
+                                  np.float32(self.actor.log_std_low), np.float32(self.actor.log_std_high))
+        center, half, low, high = self._numpy_bounds
+        out = forward(obs.numpy().reshape(len(obs), -1))
+        mu, log_std = out[:, : self.action_dim], out[:, self.action_dim :]
+        noise = torch.randn(mu.shape, dtype=torch.float32).numpy()  # as explore_action's randn_like(mu) draws
+        np.minimum(np.maximum(log_std, low, out=log_std), high, out=log_std)  # clamp, as the actor does
+        np.exp(log_std, out=log_std)
+        log_std *= noise
+        log_std += mu
+        action = np.tanh(log_std)  # a new, contiguous array
+        action *= half
+        action += center
+        return action
 
     def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
         """A squashed Gaussian sample, scaled into the action bounds."""

@@ -72,6 +72,7 @@ class SquashedGaussianActor(nn.Module):
         sizes = [obs_dim, *hidden_sizes, 2 * action_dim]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
         self.activations = activations(len(hidden_sizes), activation, input_activation)
+        self.activation_names = [input_activation or activation, *[activation] * (len(hidden_sizes) - 1)]
         self.log_std_low, self.log_std_high = log_std_bounds
         initialise_([layer.weight for layer in self.layers], [layer.bias for layer in self.layers], init)
 
