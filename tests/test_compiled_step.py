@@ -195,11 +195,10 @@ def test_compiled_and_eager_updates_agree_over_hundreds_of_updates_and_resume_ex
         eager_actions = eager.explore(obs)
         torch.manual_seed(9)
         np.testing.assert_allclose(compiled.explore(obs), eager_actions, rtol=1e-4, atol=1e-5)
-        if name.startswith("sac"):  # SAC acts in numpy on the CPU (numpy_explore); its graph serves other devices
-            assert compiled.compiled_acting.variants == set()
-            torch.manual_seed(9)
-            np.testing.assert_allclose(compiled.compiled_acting("acting", obs).numpy(), eager_actions, rtol=1e-4,
-                                       atol=1e-5)
+        # SAC and TD3 act in numpy on the CPU (numpy_explore); their acting graph serves the other devices
+        assert compiled.compiled_acting.variants == set()
+        torch.manual_seed(9)
+        np.testing.assert_allclose(compiled.compiled_acting("acting", obs).numpy(), eager_actions, rtol=1e-4, atol=1e-5)
         assert compiled.compiled_acting.active and compiled.compiled_acting.variants == {"acting"}
     if name == "sac_ace":  # its causal weights were refitted and applied, and the reset ran (eager) in between
         assert compiled.causal.fits >= 1 and compiled.resets == eager.resets == 2

@@ -126,6 +126,20 @@ class LiveMLP:
         return x
 
 
+def live_forward(current: LiveMLP | None, obs: torch.Tensor, layers: list[nn.Linear],
+                 activations: list[str]) -> LiveMLP | None:
+    """The ``LiveMLP`` an off-policy learner acts with for ``obs``: ``current`` where it still reads ``layers``'
+    parameters, else a new one; None where numpy does not apply (observations or weights not float32 on the CPU)."""
+    if obs.device.type != "cpu" or obs.dtype != torch.float32:
+        return None
+    if current is not None and current.current(layers):
+        return current
+    weight = layers[0].weight
+    if weight.device.type != "cpu" or weight.dtype != torch.float32:
+        return None
+    return LiveMLP(layers, activations)
+
+
 class NumpyActing:
     """The numpy path of one ``ActorCritic`` (a float32 MLP on the CPU, Discrete or Box actions; read through
     ``actor_layers()``, ``critic_layers()``, ``discrete`` and ``log_std``): rollout actors and rollout values.

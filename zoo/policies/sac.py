@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .numpy_actor import LiveMLP
+from .numpy_actor import LiveMLP, live_forward
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import INITS, EnsembleQ, SquashedGaussianActor
@@ -170,19 +170,16 @@ class SACPolicy(OffPolicyPolicy):
     def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
         """``explore_action`` in numpy on views of the actor's weights, for float32 observations of a float32 actor
         on the CPU (None elsewhere, or where a subclass changes ``explore_action``/the actor): the same torch
-        noise draws, the same operations, float rounding apart. Per step it is about 10 numpy calls: on Hopper's
-        256x256 actor at one observation, 0.03 ms against 0.25 ms for the compiled graph (its guards and wrapper)
-        or eager torch."""
-        if (obs.device.type != "cpu" or obs.dtype != torch.float32 or self.device.type != "cpu"
-                or type(self).explore_action is not SACPolicy.explore_action
-                or type(self.actor) is not SquashedGaussianActor):
+        noise draws, the same operations, float rounding apart. About 10 numpy calls: for Hopper's 256x256 actor
+        and one observation, 0.024 ms back to back against 0.045 for eager torch, and in the SAC Hopper loop (after
+        each learning step) 0.15 ms per step against 0.28 for the compiled graph (py-spy)."""
+        if type(self).explore_action is not SACPolicy.explore_action or type(self.actor) is not SquashedGaussianActor:
             return None
-        layers = list(self.actor.layers)
-        if layers[0].weight.dtype != torch.float32:
+        forward = live_forward(self._numpy_actor, obs, list(self.actor.layers), self.actor.activation_names)
+        if forward is None:
             return None
-        forward = self._numpy_actor
-        if forward is None or not forward.current(layers):
-            forward = self._numpy_actor = LiveMLP(layers, self.actor.activation_names)
+        if forward is not self._numpy_actor:
+            self._numpy_actor = forward
             self._numpy_bounds = (self.actions.center.numpy(), self.actions.half.numpy(),
                                   np.float32(self.actor.log_std_low), np.float32(self.actor.log_std_high))
         center, half, low, high = self._numpy_bounds

@@ -1,4 +1,4 @@
-"""SAC's acting in numpy (``SACPolicy.numpy_explore``, ``zoo.policies.numpy_actor.LiveMLP``) against torch's
+"""SAC's and TD3's acting in numpy (``numpy_explore``, ``zoo.policies.numpy_actor.LiveMLP``) against torch's
 ``explore_action``: the same noise draws from torch's generator, the same actions up to float rounding, for every
 activation, clamped log-stds and asymmetric action bounds; always the weights of now (updated in place, loaded,
 or a new actor); torch where numpy does not apply."""
@@ -12,7 +12,7 @@ import torch
 from helpers import new_policy
 
 from zoo.data import ReplayBuffer, Transitions
-from zoo.policies import LearnContext, SACACEPolicy, SACPolicy
+from zoo.policies import LearnContext, SACACEPolicy, SACPolicy, TD3Policy
 from zoo.policies.numpy_actor import LiveMLP
 
 OBS_SPACE = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
@@ -120,3 +120,37 @@ def test_live_mlp_is_the_layers_forward_pass_and_knows_when_it_is_stale():
     assert not forward.current([layers[0], torch.nn.Linear(8, 2)])
     layers[0].bias.data = torch.zeros(8)  # new storage under the same parameter
     assert not forward.current(layers)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+@pytest.mark.parametrize("batch", [1, 4])
+def test_td3_acts_in_numpy_as_explore_action_with_its_noise_clipped_into_the_bounds(activation, batch):
+    # large noise: many actions clip at -1 or 1 before the scaling into the asymmetric bounds
+    policy = new_policy(TD3Policy, OBS_SPACE, ACT_SPACE, seed=6, activation=activation, exploration_noise=0.8,
+                        **SMALL)
+    obs = 3.0 * torch.randn(batch, 5)
+    actions = _numpy_actions(policy, obs, seed=4)
+    expected = _torch_actions(policy, obs, seed=4)
+    assert actions.dtype == np.float32 and actions.shape == (batch, 3) and actions.flags.c_contiguous
+    np.testing.assert_allclose(actions, expected, rtol=1e-5, atol=1e-6)
+    clipped = np.isclose(expected, ACT_SPACE.low) | np.isclose(expected, ACT_SPACE.high)
+    assert clipped.any() or batch == 1
+    assert not np.allclose(_numpy_actions(policy, obs, seed=5), expected)  # torch's noise, scaled
+    quiet = new_policy(TD3Policy, OBS_SPACE, ACT_SPACE, seed=6, activation=activation, exploration_noise=0.0,
+                       **SMALL)
+    with torch.no_grad():
+        deterministic = quiet.deterministic_action(obs).numpy()
+    np.testing.assert_allclose(_numpy_actions(quiet, obs, seed=5), deterministic, rtol=1e-5, atol=1e-6)
+
+
+def test_td3_numpy_acting_follows_a_replaced_actor():
+    policy = new_policy(TD3Policy, OBS_SPACE, ACT_SPACE, seed=7, **SMALL)
+    obs = torch.randn(2, 5)
+    _numpy_actions(policy, obs, 0)
+    forward = policy._numpy_actor
+    policy.actor.load_state_dict(new_policy(TD3Policy, OBS_SPACE, ACT_SPACE, seed=8, **SMALL).actor.state_dict())
+    np.testing.assert_allclose(_numpy_actions(policy, obs, 0), _torch_actions(policy, obs, 0), rtol=1e-5, atol=1e-6)
+    assert policy._numpy_actor is forward  # loaded in place: the same views
+    policy.actor = type(policy.actor)(5, 3, SMALL["hidden_sizes"])
+    np.testing.assert_allclose(_numpy_actions(policy, obs, 0), _torch_actions(policy, obs, 0), rtol=1e-5, atol=1e-6)
+    assert policy._numpy_actor is not forward
