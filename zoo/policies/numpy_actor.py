@@ -126,18 +126,22 @@ class LiveMLP:
         return x
 
 
-def live_forward(current: LiveMLP | None, obs: torch.Tensor, layers: list[nn.Linear],
-                 activations: list[str]) -> LiveMLP | None:
-    """The ``LiveMLP`` an off-policy learner acts with for ``obs``: ``current`` where it still reads ``layers``'
-    parameters, else a new one; None where numpy does not apply (observations or weights not float32 on the CPU)."""
+def acting_forward(policy: Any, obs: torch.Tensor, actor_type: type, explore_action: Callable) -> LiveMLP | None:
+    """The ``LiveMLP`` an off-policy ``policy`` acts with in numpy for ``obs``, kept in ``policy._numpy_actor``:
+    where the policy's class acts with ``explore_action`` (a subclass that overrides it is not second-guessed), its
+    ``actor`` is an ``actor_type`` (``layers``, ``activation_names``), and observations and weights are float32 on
+    the CPU; None elsewhere. A new one where the kept one no longer reads the actor's parameters."""
+    if type(policy).explore_action is not explore_action or type(policy.actor) is not actor_type:
+        return None
     if obs.device.type != "cpu" or obs.dtype != torch.float32:
         return None
-    if current is not None and current.current(layers):
-        return current
-    weight = layers[0].weight
-    if weight.device.type != "cpu" or weight.dtype != torch.float32:
-        return None
-    return LiveMLP(layers, activations)
+    layers, current = list(policy.actor.layers), policy._numpy_actor
+    if current is None or not current.current(layers):
+        weight = layers[0].weight
+        if weight.device.type != "cpu" or weight.dtype != torch.float32:
+            return None
+        current = policy._numpy_actor = LiveMLP(layers, policy.actor.activation_names)
+    return current
 
 
 class NumpyActing:

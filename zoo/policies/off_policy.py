@@ -120,6 +120,7 @@ class BoxActions:
         low = torch.as_tensor(action_space.low, dtype=torch.float32, device=device)
         high = torch.as_tensor(action_space.high, dtype=torch.float32, device=device)
         self.center, self.half = (high + low) / 2, (high - low) / 2
+        self.center_np, self.half_np = self.center.cpu().numpy(), self.half.cpu().numpy()  # for numpy acting
 
     def to_unit(self, action: torch.Tensor) -> torch.Tensor:
         """Env actions (as stored in the replay) -> [-1, 1]."""
@@ -230,11 +231,20 @@ class OffPolicyPolicy(Policy):
 
     def explore(self, obs: torch.Tensor) -> np.ndarray:
         """The env actions to collect with for a batch of observations (exploration included): by default
-        ``explore_action``'s, compiled where the learning step is (one graph, the same random draws)."""
+        ``numpy_explore``'s where it gives them, else ``explore_action``'s, compiled where the learning step is (one
+        graph, the same random draws)."""
+        actions = self.numpy_explore(obs)
+        if actions is not None:
+            return actions
         if self.compiled_acting is not None:
             return self.compiled_acting("acting", obs).cpu().numpy()  # under no_grad, eager fallback too
         with torch.no_grad():
             return self.explore_action(obs).cpu().numpy()
+
+    def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
+        """``explore_action``'s actions computed in numpy (the same random draws), or None where this policy has no
+        numpy path for ``obs`` (the default): SAC and TD3 have one for float32 CPU actors."""
+        return None
 
     def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The env actions to collect with, as a tensor computed by torch operations only (what ``explore``

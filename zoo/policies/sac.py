@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .numpy_actor import LiveMLP, live_forward
+from .numpy_actor import LiveMLP, acting_forward
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import INITS, EnsembleQ, SquashedGaussianActor
@@ -161,28 +161,16 @@ class SACPolicy(OffPolicyPolicy):
         """The log-prob of the entropy terms from the per-dimension ones: their sum (SAC-ACE weights them)."""
         return per_dim.sum(-1)
 
-    def explore(self, obs: torch.Tensor) -> np.ndarray:
-        """``explore_action``'s sample, computed in numpy where it applies (``numpy_explore``), else as the base
-        class computes it (compiled where the learning step is, or eager torch)."""
-        actions = self.numpy_explore(obs)
-        return super().explore(obs) if actions is None else actions
-
     def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
         """``explore_action`` in numpy on views of the actor's weights, for float32 observations of a float32 actor
         on the CPU (None elsewhere, or where a subclass changes ``explore_action``/the actor): the same torch
         noise draws, the same operations, float rounding apart. About 10 numpy calls: for Hopper's 256x256 actor
         and one observation, 0.024 ms back to back against 0.045 for eager torch, and in the SAC Hopper loop (after
         each learning step) 0.15 ms per step against 0.28 for the compiled graph (py-spy)."""
-        if type(self).explore_action is not SACPolicy.explore_action or type(self.actor) is not SquashedGaussianActor:
-            return None
-        forward = live_forward(self._numpy_actor, obs, list(self.actor.layers), self.actor.activation_names)
+        forward = acting_forward(self, obs, SquashedGaussianActor, SACPolicy.explore_action)
         if forward is None:
             return None
-        if forward is not self._numpy_actor:
-            self._numpy_actor = forward
-            self._numpy_bounds = (self.actions.center.numpy(), self.actions.half.numpy(),
-                                  np.float32(self.actor.log_std_low), np.float32(self.actor.log_std_high))
-        center, half, low, high = self._numpy_bounds
+        low, high = np.float32(self.actor.log_std_low), np.float32(self.actor.log_std_high)
         out = forward(obs.numpy().reshape(len(obs), -1))
         mu, log_std = out[:, : self.action_dim], out[:, self.action_dim :]
         noise = torch.randn(mu.shape, dtype=torch.float32).numpy()  # as explore_action's randn_like(mu) draws
@@ -191,8 +179,8 @@ class SACPolicy(OffPolicyPolicy):
         log_std *= noise
         log_std += mu
         action = np.tanh(log_std)  # a new, contiguous array
-        action *= half
-        action += center
+        action *= self.actions.half_np
+        action += self.actions.center_np
         return action
 
     def explore_action(self, obs: torch.Tensor) -> torch.Tensor:

@@ -30,7 +30,7 @@ from ..config.schema import Field
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
 from .matmul import linear
-from .numpy_actor import LiveMLP, live_forward
+from .numpy_actor import LiveMLP, acting_forward
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 from .sac_networks import _ACTIVATIONS, EnsembleQ
@@ -111,34 +111,21 @@ class TD3Policy(OffPolicyPolicy):
     def _flat_obs(self, obs: torch.Tensor) -> torch.Tensor:
         return obs.flatten(1) if obs.ndim > 2 else obs
 
-    def explore(self, obs: torch.Tensor) -> np.ndarray:
-        """``explore_action``'s actions, computed in numpy where it applies (``numpy_explore``), else as the base
-        class computes them (compiled where the learning step is, or eager torch)."""
-        actions = self.numpy_explore(obs)
-        return super().explore(obs) if actions is None else actions
-
     def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
-        """``explore_action`` in numpy on views of the actor's weights (``numpy_actor.live_forward``: float32 on
+        """``explore_action`` in numpy on views of the actor's weights (``numpy_actor.acting_forward``: float32 on
         the CPU; None elsewhere, or where a subclass changes ``explore_action`` or the actor): the same torch noise
         draws and operations, float rounding apart, in a fraction of a compiled graph's or eager torch's time."""
-        if type(self).explore_action is not TD3Policy.explore_action or type(self.actor) is not DeterministicActor:
-            return None
-        forward = live_forward(self._numpy_actor, obs, list(self.actor.layers), self.actor.activation_names)
+        forward = acting_forward(self, obs, DeterministicActor, TD3Policy.explore_action)
         if forward is None:
             return None
-        if forward is not self._numpy_actor:
-            self._numpy_actor = forward
-            self._numpy_bounds = (self.actions.center.numpy(), self.actions.half.numpy(),
-                                  np.float32(self.cfg.exploration_noise))
-        center, half, scale = self._numpy_bounds
         action = forward(obs.numpy().reshape(len(obs), -1))
         np.tanh(action, out=action)
         noise = torch.randn(action.shape, dtype=torch.float32).numpy()  # as explore_action's randn_like draws it
-        noise *= scale
+        noise *= np.float32(self.cfg.exploration_noise)
         action += noise
         np.minimum(np.maximum(action, np.float32(-1.0), out=action), np.float32(1.0), out=action)
-        action *= half
-        action += center
+        action *= self.actions.half_np
+        action += self.actions.center_np
         return action
 
     def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
