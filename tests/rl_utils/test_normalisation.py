@@ -65,6 +65,39 @@ def test_batch_of_size_one_has_zero_variance_then_combines():
     assert rms.mean == 3.0 and rms.var == 1.0  # hand case: values 4, 2
 
 
+def _chan_with_one_sample(count, mean, var, x):
+    # Chan et al. as the general path computes it for a batch of one: count_b = 1, mean_b = x / 1, var_b = 0 / 1.
+    mean_b, var_b = x / 1, np.zeros_like(x) / 1
+    total = count + 1
+    delta = mean_b - mean
+    return total, mean + delta * (1 / total), (var * count + var_b * 1 + np.square(delta) * (count * 1 / total)) / total
+
+
+@pytest.mark.parametrize("shape", [(), (11,)])
+def test_single_sample_updates_give_the_bits_of_the_general_formula_and_the_data_statistics(shape):
+    # One env's step at a time (the collectors' case) has a path of its own: the same floats as the batch formula.
+    rng = np.random.default_rng(5)
+    rms = RunningMeanStd(shape=shape, epsilon=1e-4)
+    rms.update(rng.normal(3.0, 2.5, size=(4, *shape)))
+    count, mean, var = rms.data_count, rms.state_dict()["data_mean"], rms.state_dict()["data_var"]
+    seen = [rms.state_dict()]
+    samples = rng.normal(-1.0, 4.0, size=(300, *shape)) * rng.uniform(0.0, 3.0, size=(300, *shape))
+    for x in samples:
+        rms.update(x[None])
+        count, mean, var = _chan_with_one_sample(count, np.asarray(mean), np.asarray(var), x)
+        state = rms.state_dict()
+        assert state["data_count"] == count
+        assert np.array_equal(state["data_mean"], mean) and np.array_equal(state["data_var"], var)
+        seen.append(state)
+    data = samples
+    part = rms.since(seen[0])  # the 300 single samples alone
+    np.testing.assert_allclose(part.mean, data.mean(axis=0), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(part.var, data.var(axis=0), rtol=1e-9)
+    # the prior-combined moments follow: epsilon pseudo-samples of mean 0 and variance 1
+    total = 1e-4 + count
+    np.testing.assert_allclose(rms.mean, mean * count / total, rtol=1e-12)
+
+
 def test_torch_float32_input_is_accumulated_in_float64():
     values = torch.tensor([[1.0, 2.0, 3.0], [5.0, 7.0, 11.0]], dtype=torch.float32)
     rms = RunningMeanStd(shape=(3,), epsilon=0.0)

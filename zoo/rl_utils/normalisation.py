@@ -188,6 +188,17 @@ class RunningMeanStd:
             return
         if not np.isfinite(batch).all():
             raise ValueError("x contains NaN or infinite values")
+        if count == 1 and self._data_count > 0:
+            # One sample (one env's step): Chan's formula with count_b = 1, mean_b = x, var_b = 0, written out.
+            # The same float operations as the general path minus those that add or multiply an exact zero, so
+            # the same bits (tested), in 6 numpy calls instead of 13.
+            total = self._data_count + 1
+            delta = batch[0] - self._data_mean
+            mean = self._data_mean + delta * (1 / total)
+            var = (self._data_var * self._data_count + np.square(delta) * (self._data_count / total)) / total
+            self._data_count, self._data_mean, self._data_var = total, np.asarray(mean), np.asarray(var)
+            self._refresh()
+            return
         # Two-pass moments with plain ufuncs (ndarray.mean/var go through slower Python-level wrappers).
         mean = np.add.reduce(batch, axis=0) / count
         centred = batch - mean
