@@ -199,6 +199,14 @@ def test_normalize_values_clip_and_kinds():
     np.testing.assert_allclose(rms.denormalize(rms.normalize(tensor)).numpy(), x, rtol=1e-6)
 
 
+def test_numpy_clipping_is_np_clip_bit_for_bit_nan_signed_zero_and_infinities_included():
+    x = np.random.default_rng(1).normal(0.0, 10.0, 1000)
+    x[::37], x[5], x[6], x[7] = np.nan, -0.0, np.inf, -np.inf
+    ours, reference = normalize(x, 0.0, 1.0, 5.0), np.clip(x, -5.0, 5.0)
+    assert np.array_equal(ours, reference, equal_nan=True) and np.array_equal(np.signbit(ours), np.signbit(reference))
+    assert normalize(np.float32(-30.0), 0.0, 1.0, 5.0) == np.float32(-5.0)  # a scalar stays a scalar
+
+
 def test_free_normalize_hand_case():
     np.testing.assert_array_equal(normalize(np.array([1.0, 3.0]), 2.0, 0.5), [-2.0, 2.0])
     out = normalize(torch.tensor([1.0, 9.0]), torch.tensor(2.0), 0.5, clip=3.0)
