@@ -161,6 +161,8 @@ REFUSALS = [
     (["--set", "pipeline.eval_every=0", "--set", "tune.metric=episode_return_mean"], "decides at each evaluation"),
     (["--trials", "0"], "--trials must be at least 1"),
     (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--jobs", "100000"], "--jobs must be at least 1 and at most 256 (trials at once"),
+    (["--seeds", "100000"], "--seeds must be at least 1 and at most"),
     (["--seeds", "0"], "--seeds must be at least 1"),
     (["--study", "../elsewhere"], "plain folder name"),
     (["--storage", "foo://nowhere"], "cannot open the study storage"),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ZooError
+from ..lifetime import MAX_JOBS, MAX_SEEDS
 
 # The rest is imported when the command runs: ``zoo``'s parser imports this module for every command, and the
 # config and run packages bring torch.
@@ -66,11 +67,12 @@ def main(args: argparse.Namespace) -> int:
     return _search(args)
 
 
-def _at_least_one(value: int | None, flag: str, default: int) -> int:
+def _at_least_one(value: int | None, flag: str, default: int, most: int | None = None, what: str = "") -> int:
     if value is None:
         return default
-    if value < 1:
-        raise ConfigError(f"{flag} must be at least 1, got {value}")
+    if value < 1 or (most is not None and value > most):
+        bound = "at least 1" if most is None else f"at least 1 and at most {most}{what}"
+        raise ConfigError(f"{flag} must be {bound}, got {value}")
     return value
 
 
@@ -84,8 +86,8 @@ def _search(args: argparse.Namespace) -> int:
     from .trials import BASE_CONFIG_FILE, Tuner
 
     trials = _at_least_one(args.trials, "--trials", DEFAULT_TRIALS)
-    jobs = _at_least_one(args.jobs, "--jobs", 1)
-    seeds_flag = _at_least_one(args.seeds, "--seeds", 0) or None
+    jobs = _at_least_one(args.jobs, "--jobs", 1, MAX_JOBS, " (trials at once, each a process)")
+    seeds_flag = _at_least_one(args.seeds, "--seeds", 0, MAX_SEEDS, " (runs per trial)") or None
     overrides: list[Any] = list(args.set) + ([("runs_dir", args.runs_dir)] if args.runs_dir else [])
     config_dir = Path(args.config).parent
     cfg = resolve_config(load_config_file(args.config), overrides, config_dir)
