@@ -28,6 +28,7 @@ from ..errors import ConfigError, RunDirectoryError, ZooError, first_line
 from ..policies.base import Policy
 from ..policies.build import build_policy
 from .run_dir import BEST_MODEL_FILE, CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, load_weights_only
+from .state_files import check_regular
 
 TRUST_HINT = "if you trust this run directory, pass --trust-imports (zoo.load(..., trust_imports=True))"
 
@@ -67,6 +68,7 @@ def load_run(
     if which not in ("last", "best"):
         raise ZooError(f"which must be 'last' or 'best', got {which!r}")
     run_path = Path(run_dir)
+    check_regular(run_path / CONFIG_FILE)  # a FIFO or device there: one line naming it, not "no config.yaml"
     if not (run_path / CONFIG_FILE).is_file():
         raise RunDirectoryError(f"'{run_path}' is not a run directory (no {CONFIG_FILE}): pass a directory under runs/")
     if trust_imports:
