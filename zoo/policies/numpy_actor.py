@@ -6,6 +6,9 @@ returns a ``NumpyRolloutActor`` (in place of the default actor, which calls ``co
 ``process_rollout`` values the rollout with ``NumpyActing.rollout_values``. ``collect``, ``evaluate`` and
 ``values_of`` stay torch: the readable reference that this module is tested against.
 
+Off-policy learners (SAC, TD3) act one step at a time with weights that change at every update: ``LiveMLP`` runs
+their actor on numpy views of its parameters (no copies), through ``acting_forward`` from their ``numpy_explore``.
+
 Why numpy: for the 64-64 MLPs of classic control every torch call costs microseconds of dispatch, more than its
 arithmetic. benchmarks/acting_bench.py (one thread; ratios to torch eager under ``no_grad``): acting for one
 CartPole vector step (16 x 4 inputs, 2 logits) takes 0.38x the time in numpy, a Gaussian Pendulum-like step 0.40x,
