@@ -82,7 +82,7 @@ def normalize(x: ArrayOrTensor, mean: Any, std: Any, clip: float | None = None) 
         result = (x.to(dtype) - mean_t) / std_t
         return result if clip is None else result.clamp(-clip, clip)
     array = np.asarray(x)
-    dtype = array.dtype if np.issubdtype(array.dtype, np.floating) else np.dtype(np.float64)
+    dtype = array.dtype if array.dtype.kind == "f" else np.dtype(np.float64)  # np.floating, without issubdtype
     result = (array.astype(np.float64) - _as_float64(mean)) / _as_float64(std)
     if clip is not None:
         # np.clip's definition, minimum(maximum(x, lo), hi), as two ufunc calls (np.clip's Python wrapper cost
@@ -99,7 +99,7 @@ def _denormalize(x: ArrayOrTensor, mean: np.ndarray, std: np.ndarray) -> ArrayOr
             mean, dtype=dtype, device=x.device
         )
     array = np.asarray(x)
-    dtype = array.dtype if np.issubdtype(array.dtype, np.floating) else np.dtype(np.float64)
+    dtype = array.dtype if array.dtype.kind == "f" else np.dtype(np.float64)  # np.floating, without issubdtype
     return (array.astype(np.float64) * std + mean).astype(dtype, copy=False)
 
 
