@@ -43,3 +43,17 @@ def test_seeds_of_one_config_share_a_group_key_and_a_folder_finds_them(tmp_path)
     assert find_runs([str(tmp_path / "exp")]) == [first, second]
     with pytest.raises(ZooError, match="matches no run directory"):
         find_runs([str(tmp_path / "none*")])
+
+
+def test_a_run_directory_with_no_metrics_yet_is_left_out_and_said_so(tmp_path, caplog):
+    # a seed stopped before its first row: leaving it out silently would change an aggregate over seeds unseen
+    first = _run(tmp_path / "exp" / "seed_0", 0, [{"iteration": 1}])
+    started = tmp_path / "exp" / "seed_1"
+    started.mkdir()
+    (started / "config.yaml").write_text("seed: 1\n")
+    (tmp_path / "exp" / "notes").mkdir()  # not a run directory at all: not mentioned
+    with caplog.at_level("WARNING", logger="zoo"):
+        assert find_runs([str(tmp_path / "exp")]) == [first]
+        assert find_runs([str(tmp_path / "exp" / "seed_*")]) == [first]
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [f"left out '{started}': a run directory with no metrics yet (stopped before its first row)"] * 2

@@ -115,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _plot(args: argparse.Namespace) -> int:
     from .plot import aggregate_runs, plot
+    from .run import ensure_logging
+
+    ensure_logging(logging.WARNING)  # "zoo: left out ..." lines of run directories not yet trained
 
     if args.aggregate:
         if not 100 <= args.reps <= 1_000_000:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import glob
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ RETURN_LIMIT = 1e12
 _FINAL_EVAL_MAX_BYTES = 1 << 20  # ten returns take a few hundred bytes
 _RECORD_MAX_BYTES = 1 << 20  # environment.json: a few KB per session
 # Keys by which the runs of one config (its seeds) differ: left out of ``group_key``.
+log = logging.getLogger("zoo")
 GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 
 
@@ -58,12 +60,24 @@ def find_runs(patterns: list[str]) -> list[Path]:
             if is_run(match):
                 found.append(match)
             elif match.is_dir() and any(is_run(child) for child in match.iterdir()):
-                found += sorted(child for child in match.iterdir() if is_run(child))
+                children = sorted(child for child in match.iterdir() if child.is_dir())
+                found += [child for child in children if is_run(child)]
+                _say_untrained([child for child in children if not is_run(child)])
             elif len(matches) == 1:
                 raise ZooError(f"'{match}' is not a run directory (no config.yaml and metrics.jsonl) and holds none")
+            else:
+                _say_untrained([match])
     if not found:
         raise ZooError(f"no run directories in {patterns}: give run directories (runs/NAME) or a glob")
     return list(dict.fromkeys(found))
+
+
+def _say_untrained(folders: list[Path]) -> None:
+    # A run directory stopped before its first metrics row is left out, and said so: a seed missing from an
+    # aggregate changes its statistics. Other folders (no config.yaml) are not runs and pass unmentioned.
+    for folder in folders:
+        if (folder / CONFIG_FILE).is_file():
+            log.warning(f"left out '{folder}': a run directory with no metrics yet (stopped before its first row)")
 
 
 def read_final_returns(run: Path, episodes: int | None = FINAL_EVAL_EPISODES) -> list[float]:
