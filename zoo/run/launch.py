@@ -99,9 +99,9 @@ def end_rank(code: int) -> None:
 
 
 def _destroy_group() -> None:
-    # A torchrun rank ends with its process group destroyed, as torch asks: left to the interpreter's teardown,
-    # the group of a rank whose agent had died (its store gone) aborted in C++ in about one exit in eight
-    # ("terminate called without an active exception"), after the rank had stopped and saved.
+    # A torchrun rank ends with its process group destroyed, as torch asks (first thing in ``end_rank``; an atexit
+    # hook too, for a rank that ends another way). Destroying it alone did not stop the aborts at exit: gloo's
+    # threads can still hold a finished collective's tensors; ``end_rank`` skips the teardown where they abort.
     if dist.is_initialized():
         try:
             dist.destroy_process_group()
