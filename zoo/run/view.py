@@ -61,8 +61,9 @@ def find_runs(patterns: list[str]) -> list[Path]:
                 found.append(match)
             elif match.is_dir() and any(is_run(child) for child in match.iterdir()):
                 children = sorted(child for child in match.iterdir() if child.is_dir())
-                found += [child for child in children if is_run(child)]
-                _say_untrained([child for child in children if not is_run(child)])
+                runs = [child for child in children if is_run(child)]
+                found += runs
+                _say_untrained([child for child in children if child not in runs])
             elif len(matches) == 1:
                 raise ZooError(f"'{match}' is not a run directory (no config.yaml and metrics.jsonl) and holds none")
             else:
