@@ -20,6 +20,7 @@ from zoo.errors import ConfigError
 from zoo.policies import DQNPolicy, LearnContext, OffPolicyPolicy, SACACEPolicy, SACPolicy, TD3Policy
 from zoo.policies import compiled as compiled_module
 from zoo.policies.compiled import AUTO_MIN_UPDATES, CompiledStep, compiler_status, resolve_compile
+from zoo.policies.matmul import ensemble_mlp
 from zoo.run import train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -211,3 +212,82 @@ def test_compiled_and_eager_updates_agree_over_hundreds_of_updates_and_resume_ex
     torch.set_rng_state(rng)
     assert learn(resumed_policy, replay, 2, 50) == unbroken
     assert torch.equal(flat_state(resumed_policy), flat_state(compiled))
+
+
+# -- the step's inputs ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_traced_step_takes_each_flat_buffer_once_and_no_parameter_aliasing_it(name):
+    """Parameters that are slices of a flat buffer (FlatOptimizer, target networks) are views made inside the
+    graph, so that no two inputs of the traced step share memory: aliased inputs, one mutated, cost a synthetic
+    base per call and keep inductor from capturing a CUDA graph (zoo.policies.flat_views). Traced by dynamo with
+    a backend that only records the inputs (no compiler needed)."""
+    policy = new_policy(name, "off")
+    replay = replay_for(name.startswith("dqn"))
+    policy.flat_modules.refresh()
+    swapped = {id(module) for module, *_ in policy.flat_modules.specs}
+    flat_backed = [value for value in vars(policy).values() if isinstance(value, torch.nn.Module)
+                   and any(True for _ in value.parameters())]
+    # every network but DQN's target (a module of its own, Polyak-averaged tensor by tensor) lives in a flat buffer
+    assert {id(module) for module in flat_backed if module is not getattr(policy, "target", None)
+            or not name.startswith("dqn")} == swapped
+    inputs: list[torch.Tensor] = []
+
+    def record(graph, example_inputs):
+        inputs.extend(t for t in example_inputs if isinstance(t, torch.Tensor))
+        return graph.forward
+
+    def step(*args):
+        with torch.set_grad_enabled(True):
+            return policy._viewed_learning_step(*args)
+
+    policy.updates, policy.due = 1, dict.fromkeys(policy.cadences(), True)
+    with torch.no_grad(), torch._dynamo.config.patch(trace_autograd_ops=True):
+        traced = torch.compile(step, backend=record, fullgraph=True, dynamic=False)
+        traced(policy.storage.of(replay), policy.draw(replay), LearnContext(updates=1))
+    storages = [t.untyped_storage().data_ptr() for t in inputs]
+    assert len(inputs) > 10 and len(set(storages)) == len(storages)
+    # the parameters of the networks are back once the step is traced
+    assert all(isinstance(p, torch.nn.Parameter) for module in flat_backed for p in module.parameters())
+
+
+def test_a_replaced_network_is_seen_by_the_next_learning_call():
+    policy = new_policy("sac", "off")
+    policy.flat_modules.refresh()
+    before = [module for module, *_ in policy.flat_modules.specs]
+    policy.actor = policy._new_actor()  # no optimizer owns its parameters: not swapped
+    policy.flat_modules.refresh()
+    after = [module for module, *_ in policy.flat_modules.specs]
+    assert policy.actor not in after and len(after) == len(before) - 1
+    # a parameter moved out of its flat buffer (.data set) takes its network out of the swapped ones too
+    policy.critic.weights[0].data = policy.critic.weights[0].detach().clone()
+    policy.flat_modules.refresh()
+    assert policy.critic not in [module for module, *_ in policy.flat_modules.specs]
+    assert policy.target in [module for module, *_ in policy.flat_modules.specs]
+
+
+@needs_compiler
+def test_a_network_reading_parameters_kept_aside_fails_to_compile_in_one_line_and_trains_eager(caplog):
+    """The contract of flat_views: networks read their parameters through their attributes. One that reads
+    Parameter objects kept aside is not differentiated in the compiled step: the compile fails with the reason in
+    one line, `auto` trains eager (the plain step, the same numbers as an eager policy), `on` refuses."""
+
+    def keep_parameters_aside(policy):
+        critic = policy.critic
+        weights, biases = list(critic.weights), list(critic.biases)
+
+        def forward(obs, action, detach_weights=False):
+            w, b = (weights, biases) if not detach_weights else ([t.detach() for t in weights],
+                                                                 [t.detach() for t in biases])
+            return ensemble_mlp(torch.cat([obs, action], -1), w, b, list(critic.activations)).float()
+        critic.forward = forward
+        return policy
+
+    replay = replay_for(False)
+    eager = keep_parameters_aside(new_policy("sac", "off"))
+    auto = keep_parameters_aside(new_policy("sac", "auto"))
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        assert learn(auto, replay, 3, 20) == learn(eager, replay, 3, 20)
+    assert not auto.compiled_step.active and "not have been used in the graph" in auto.compiled_step.failure
+    assert [r.getMessage().count("\n") for r in caplog.records if "training eager" in r.getMessage()] == [0]
+    with pytest.raises(ConfigError, match="policy.compile=on: compiling SACPolicy's learning step failed"):
+        learn(keep_parameters_aside(new_policy("sac", "on")), replay, 3, 10)

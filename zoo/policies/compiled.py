@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -109,7 +110,9 @@ def resolve_compile(requested: str, compilable: bool, planned_updates: int | Non
 
 class CompiledStep:
     """``fn(*args)`` compiled as one graph per variant (a hashable key naming the cadences due in this call);
-    ``what`` names it in messages ("SACPolicy's learning step").
+    ``what`` names it in messages ("SACPolicy's learning step"); ``eager`` (default ``fn``) is what runs after a
+    failed compile (the off-policy base compiles its step with the networks' parameters as views of their flat
+    buffers, ``zoo.policies.flat_views``, and falls back to the plain step).
 
     The first call of each variant compiles it (timed into ``seconds``); a failure there is one log line and eager
     from then on (``required=False``), or a ConfigError (``required=True``) raised before the step changed
@@ -128,8 +131,9 @@ class CompiledStep:
     """
 
     def __init__(self, fn: Callable[..., Any], what: str, required: bool, device: torch.device,
-                 static: Callable[[], Iterable[torch.Tensor]] = tuple, gradients: bool = True) -> None:
-        self.eager = fn
+                 static: Callable[[], Iterable[torch.Tensor]] = tuple, gradients: bool = True,
+                 eager: Callable[..., Any] | None = None) -> None:
+        self.eager = fn if eager is None else eager  # the fallback: fn itself, or its plain eager form
         self.what, self.required = what, required
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
         # Dynamo traces torch.autograd.grad into the graph only with this flag (a recompile, say after a guard
@@ -202,8 +206,13 @@ class CompiledStep:
 
     def _failed(self, exc: Exception, args: tuple[Any, ...]) -> Any:
         """A compile that failed: ConfigError under ``required``, else one line and eager from now on."""
-        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-        self.failure = f"{type(exc).__name__}: {first_line}"
+        text = str(exc)
+        # dynamo reports an error of the traced code (a fake-tensor call) inside its own: name that one
+        inner = re.search(r"got (\w+(?:Error|Exception))\((['\"])(.*?)\2\)", text, re.DOTALL)
+        if inner is not None:
+            self.failure = f"{inner.group(1)}: {inner.group(3).splitlines()[0][:300]}"
+        else:
+            self.failure = f"{type(exc).__name__}: {(text.strip().splitlines() or [''])[0][:300]}"
         if self.required:
             raise ConfigError(f"policy.compile=on: compiling {self.what} failed ({self.failure}); "
                               f"set policy.compile=off (or auto) to train eager") from exc

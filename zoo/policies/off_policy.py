@@ -56,6 +56,7 @@ from ..data import ReplayBuffer
 from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
 from .compiled import COMPILE_FIELD, CompiledStep, resolve_compile
+from .flat_views import FlatModules
 from .matmul import FP32_PRODUCTS
 from .optim import FlatOptimizer
 from .precision import PRECISIONS, learning_precision, resolve_precision
@@ -176,6 +177,7 @@ class OffPolicyPolicy(Policy):
         self.compiled_step: CompiledStep | None = None
         self.compiled_acting: CompiledStep | None = None  # explore_action compiled with the step
         self.compile_reason = "not planned yet"
+        self.flat_modules = FlatModules(self)  # what the compiled step sees as views of flat buffers
 
     def resolve_precision(self, convolutional: bool = False) -> str:
         """``cfg.precision`` with ``auto`` decided for these networks (``cfg.hidden_sizes``, ``cfg.batch_size``; an
@@ -204,8 +206,9 @@ class OffPolicyPolicy(Policy):
         compile_step, self.compile_reason = resolve_compile(requested, self.compilable, updates, self.device,
                                                             type(self).__name__)
         name, required = type(self).__name__, requested == "on"
-        self.compiled_step = CompiledStep(self.learning_step, f"{name}'s learning step", required, self.device,
-                                          self.state_tensors) if compile_step else None
+        self.compiled_step = CompiledStep(self._viewed_learning_step, f"{name}'s learning step", required,
+                                          self.device, self.state_tensors,
+                                          eager=self.learning_step) if compile_step else None
         acting = compile_step and type(self).explore_action is not OffPolicyPolicy.explore_action
         self.compiled_acting = CompiledStep(self.explore_action, f"{name}'s acting", required, self.device,
                                             self.state_tensors, gradients=False) if acting else None
@@ -308,6 +311,12 @@ class OffPolicyPolicy(Policy):
         with learning_precision(self.precision, self.device):
             return self.update(batch, ctx)
 
+    def _viewed_learning_step(self, storage: dict[str, torch.Tensor], drawn: dict[str, torch.Tensor],
+                              ctx: LearnContext) -> dict[str, Any]:
+        """``learning_step`` as the compiled step traces it: the networks' parameters as views of their flat
+        buffers (``zoo.policies.flat_views``), so that the graph's inputs do not alias each other."""
+        return self.flat_modules.call(self.learning_step, storage, drawn, ctx)
+
     def learn(self, batch: ReplayBuffer, ctx: LearnContext) -> dict[str, Any]:
         """``ctx.updates`` updates, each on a fresh minibatch of the replay buffer ``batch``; each metric is the
         mean over the updates that reported it (tensors for a compile-ready policy: read them once per row),
@@ -317,6 +326,8 @@ class OffPolicyPolicy(Policy):
         legacy = not self.compilable and type(self).sample_minibatch is not OffPolicyPolicy.sample_minibatch
         storage = self.storage.of(batch)
         cadences = self.cadences()
+        if self.compiled_step is not None:
+            self.flat_modules.refresh()  # a replaced network or buffer is seen from this call on
         for _ in range(ctx.updates):
             self.before_update()
             drawn = {"minibatch": self.sample_minibatch(batch)} if legacy else self.draw(batch)

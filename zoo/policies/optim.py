@@ -80,6 +80,10 @@ class FlatOptimizer:
             raise ValueError("the module must have parameters, all trainable")
         self.algorithm, self.eps, self.betas, self.alpha = algorithm, eps, betas, alpha
         self.params = params
+        # minimize differentiates with respect to the module's parameters as they are when it runs: these, or
+        # the views a compiled step swaps in (zoo.policies.flat_views)
+        self.module = module
+        self.names = [tuple(name.split(".")) for name, _ in module.named_parameters()]
         self.flat = flatten_parameters(module)
         self.grad = torch.zeros_like(self.flat)
         offset = 0
@@ -166,11 +170,22 @@ class FlatOptimizer:
         step where the loss and the gradient are finite (else nothing changes). Returns the loss, detached: NaN
         when the step was skipped, so that the metric carrying it stops the run where the loop checks its rows.
         ``self.grad_norm`` holds the gradient's norm before clipping."""
-        grads = torch.autograd.grad(loss, self.params)
+        grads = torch.autograd.grad(loss, self.current_parameters())
         grad = torch.cat([g.reshape(-1) for g in grads])
         if sync is not None:
             sync(grad)
         return self.apply_gradient(grad, loss.detach(), max_grad_norm)
+
+    def current_parameters(self) -> list[torch.Tensor]:
+        """The module's parameters as its attributes hold them now: ``self.params``, or inside a compiled step the
+        views of the flat buffer swapped in for them (``zoo.policies.flat_views``)."""
+        current = []
+        for path in self.names:
+            value: Any = self.module
+            for part in path:
+                value = getattr(value, part)
+            current.append(value)
+        return current
 
     @torch.no_grad()
     def apply_gradient(self, grad: torch.Tensor, loss: torch.Tensor, max_grad_norm: float = 0.0) -> torch.Tensor:
