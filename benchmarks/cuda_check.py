@@ -3,16 +3,18 @@ then every algorithm's config for a short run on CUDA with evaluation and resume
 (the device tool: one command of at most 8 minutes); nothing in zoo depends on it.
 
 Overview:
-    Part 1, speed: ``zoo run`` of SAC (256x256, batch 256, one update per env step, Adam 3e-4) on Hopper-v5 for
-    ``--random`` uniformly random steps, ``--warmup`` learning steps (compiles included), then ``--measured``
-    learning steps, for each contender: CPU eager, CPU compiled (one thread), CUDA eager, CUDA compiled without
-    and with CUDA graphs (``ZOO_CUDA_GRAPHS``), CUDA compiled with graphs under bf16. The rate is the learning
-    steps per second between the warm-up's last metrics row and the run's last (env step + update each), read
-    from ``metrics.jsonl``; the compile seconds from ``environment.json``.
+    Part 1, speed: SAC (256x256, batch 256, one update per env step, Adam 3e-4) on Hopper-v5 through
+    ``benchmarks/cuda_loop.py``, one process per contender: CPU eager, CPU compiled (one thread), CUDA eager, CUDA
+    compiled without and with CUDA graphs (``ZOO_CUDA_GRAPHS``), CUDA compiled with graphs under bf16; with
+    ``--base CHECKOUT`` each CUDA contender again on that checkout's zoo (``base_NAME``: a commit compared against
+    in the same run). ``--random`` random steps, ``--warmup`` learning steps (compiles included), ``--measured``
+    timed learning steps: the loop's steps per second (env step + acting + update), then learning calls alone
+    (updates per second); ``--profile`` adds a cProfile and a torch-profiler iteration of ``cuda_graphs`` (and
+    its base) to ``OUT/profiles.txt``.
     Part 2, smoke: each algorithm's config (A2C, PPO, DPPO, IMPALA, SAC, SAC-ACE, TD3, DQN) on ``device=cuda``
     with a small budget and an evaluation, then ``--resume`` with a larger budget; each must finish.
 
-    python benchmarks/cuda_check.py [--device cuda] [--out DIR] [--measured 2000]
+    python benchmarks/cuda_check.py [--device cuda] [--out DIR] [--measured 1000] [--base DIR] [--profile]
     (``--device cpu`` runs the same harness without a GPU, for a dry run of the script itself)
 """
 
@@ -44,44 +46,46 @@ def zoo(args: list[str], env: dict[str, str] | None = None, timeout: float = 300
     return code, out, time.perf_counter() - start
 
 
-def speed_config(runs: Path, name: str, device: str, compile_mode: str, precision: str, args: argparse.Namespace,
-                 ) -> Path:
-    steps = args.random + args.warmup + args.measured
-    config = {"exp_name": name, "seed": 0, "runs_dir": str(runs), "device": device, "torch_threads": 1,
-              "env": {"id": "Hopper-v5"},
-              "policy": {"type": "sac", "hidden_sizes": [256, 256], "batch_size": 256, "compile": compile_mode,
-                         "precision": precision},
-              "pipeline": {"buffer_size": steps, "learning_starts": args.random, "steps_per_iteration": 250,
-                           "max_env_steps": steps, "eval_every": 0, "checkpoint_every": 0, "save_replay": False}}
-    path = runs / f"{name}.json"
-    path.write_text(json.dumps(config))
-    return path
+# (name, device, compile, precision, ZOO_CUDA_GRAPHS, profiled)
+CONTENDERS = [("cpu_eager", "cpu", "off", "fp32", "1", False), ("cpu_compiled", "cpu", "on", "fp32", "1", False),
+              ("cuda_eager", "cuda", "off", "fp32", "1", False), ("cuda_compiled", "cuda", "on", "fp32", "0", False),
+              ("cuda_graphs", "cuda", "on", "fp32", "1", True), ("cuda_graphs_bf16", "cuda", "on", "bf16", "1", False)]
 
 
-def speed(runs: Path, args: argparse.Namespace) -> list[dict]:
-    contenders = [("cpu_eager", "cpu", "off", "fp32", "1"), ("cpu_compiled", "cpu", "on", "fp32", "1")]
-    if args.device == "cuda":
-        contenders += [("cuda_eager", "cuda", "off", "fp32", "1"), ("cuda_compiled", "cuda", "on", "fp32", "0"),
-                       ("cuda_graphs", "cuda", "on", "fp32", "1"), ("cuda_graphs_bf16", "cuda", "on", "bf16", "1")]
+def speed(out: Path, args: argparse.Namespace) -> list[dict]:
+    """Each contender through ``benchmarks/cuda_loop.py`` in a process of its own (``base_`` ones with the zoo of
+    ``--base``, the commit compared against): loop steps/s, updates/s, compile seconds; profiles into
+    ``OUT/profiles.txt``."""
+    contenders = [c for c in CONTENDERS if args.device == "cuda" or c[1] == "cpu"]
+    if args.base:
+        contenders += [("base_" + c[0], *c[1:]) for c in contenders if c[1] == "cuda"]
+    if args.contenders:  # these, in the order given
+        order = args.contenders
+        contenders = sorted((c for c in contenders if c[0] in order), key=lambda c: order.index(c[0]))
     results = []
-    for name, device, compile_mode, precision, graphs in contenders:
-        if args.contenders and name not in args.contenders:
-            continue
-        config = speed_config(runs, name, device, compile_mode, precision, args)
-        code, out, seconds = zoo(["run", "--config", str(config)], {"ZOO_CUDA_GRAPHS": graphs}, args.part_timeout)
-        result = {"contender": name, "exit": code, "seconds": round(seconds, 1)}
-        if code == 0:
-            rows = [json.loads(line) for line in (runs / name / "metrics.jsonl").read_text().splitlines()]
-            start = next(r for r in rows if r["env_steps"] >= args.random + args.warmup)
-            end = rows[-1]
-            result["steps_per_s"] = round((end["env_steps"] - start["env_steps"]) /
-                                          (end["wall_time"] - start["wall_time"]), 1)
-            session = json.loads((runs / name / "environment.json").read_text())["sessions"][-1]
-            result.update({key: session.get(key) for key in ("compile", "compile_seconds", "compile_graphs",
-                                                             "cuda_graphs", "compile_failure", "precision")})
-        else:
-            result["output"] = out
-        print(json.dumps(result), flush=True)
+    for name, device, compile_mode, precision, graphs, profiled in contenders:
+        command = [sys.executable, str(ROOT / "benchmarks" / "cuda_loop.py"), "--name", name, "--device", device,
+                   "--compile", compile_mode, "--precision", precision, "--graphs", graphs,
+                   "--zoo", args.base if name.startswith("base_") else str(ROOT), "--random", str(args.random),
+                   "--warmup", str(args.warmup), "--timed", str(args.measured), "--report", str(out / "profiles.txt")]
+        if profiled and args.profile:
+            command.append("--profile")
+        start = time.perf_counter()
+        try:
+            # perf_hints: inductor says there why it did not capture a CUDA graph
+            done = subprocess.run(command, capture_output=True, text=True, timeout=args.part_timeout, cwd=ROOT,
+                                  env={**os.environ, "TORCH_LOGS": "perf_hints"} if device == "cuda" else None)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+            result = json.loads(lines[-1][7:]) if lines else {"contender": name, "exit": done.returncode,
+                                                               "output": (done.stdout + done.stderr)[-1500:]}
+            result["cudagraph_notes"] = [line[:300] for line in done.stderr.splitlines()
+                                         if "cudagraph" in line.lower()][:4]
+            if result.get("exit") not in (0, None):
+                result["output"] = (done.stdout + done.stderr)[-1500:]
+        except subprocess.TimeoutExpired as exc:
+            result = {"contender": name, "exit": -9, "output": f"timed out: {str(exc.stdout or '')[-500:]}"}
+        result["seconds"] = round(time.perf_counter() - start, 1)
+        print(json.dumps({k: v for k, v in result.items() if k != "iterations"}), flush=True)
         results.append(result)
     return results
 
@@ -94,9 +98,11 @@ SMOKE = [("a2c_cartpole.py", 4000), ("ppo_cartpole.py", 4000), ("dppo_cartpole.p
 def smoke(runs: Path, args: argparse.Namespace) -> list[dict]:
     results = []
     for config, budget in SMOKE:
+        if args.smoke_configs and config not in args.smoke_configs:
+            continue
         name = config.removesuffix(".py")
         common = [f"runs_dir={runs}", f"exp_name=smoke_{name}", f"device={args.device}", "pipeline.eval_every=1",
-                  "pipeline.eval_episodes=2", "pipeline.checkpoint_every=1"]
+                  "pipeline.eval_episodes=2", "pipeline.checkpoint_every=1", *args.smoke_set]
         if "learning_starts" in (ROOT / "configs" / config).read_text():
             common.append("pipeline.learning_starts=500")
         first = zoo(["run", "--config", f"configs/{config}", *[x for s in common for x in ("--set", s)],
@@ -109,6 +115,9 @@ def smoke(runs: Path, args: argparse.Namespace) -> list[dict]:
             rows = [json.loads(line) for line in (runs / f"smoke_{name}" / "metrics.jsonl").read_text().splitlines()]
             evals = [r["eval_return_mean"] for r in rows if r.get("eval_return_mean") is not None]
             result.update(env_steps=rows[-1]["env_steps"], evals=len(evals), last_eval=evals[-1] if evals else None)
+            sessions = json.loads((runs / f"smoke_{name}" / "environment.json").read_text())["sessions"]
+            result["compiled"] = [session.get("compile") for session in sessions]
+            result["cuda_graphs"] = [session.get("cuda_graphs") for session in sessions]
             if resumed[0] != 0:
                 result["output"] = resumed[1]
         else:
@@ -124,11 +133,16 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="folder for the JSON results (default: a temporary one)")
     parser.add_argument("--random", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=500)
-    parser.add_argument("--measured", type=int, default=2000)
+    parser.add_argument("--measured", type=int, default=1000)
     parser.add_argument("--part-timeout", type=float, default=240.0)
     parser.add_argument("--contenders", nargs="*", help="only these speed contenders (default: all)")
+    parser.add_argument("--base", default=None, help="a checkout to compare against (its contenders: base_NAME)")
+    parser.add_argument("--profile", action="store_true", help="profile the profiled contenders (cuda_graphs)")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-smoke", action="store_true")
+    parser.add_argument("--smoke-configs", nargs="*", help="only these smoke configs (default: all)")
+    parser.add_argument("--smoke-set", nargs="*", default=[], help="KEY=VALUE overrides for every smoke run "
+                        "(e.g. policy.compile=on)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # run from a checkout
     import torch
@@ -140,17 +154,23 @@ def main() -> None:
         facts["gpu"] = torch.cuda.get_device_name(0)
     print(json.dumps(facts), flush=True)
     runs = Path(tempfile.mkdtemp(prefix="zoo_cuda_check_"))
-    results = {"facts": facts, "speed": [] if args.skip_speed else speed(runs, args),
+    out = Path(args.out) if args.out else runs
+    out.mkdir(parents=True, exist_ok=True)
+    results = {"facts": facts, "speed": [] if args.skip_speed else speed(out, args),
                "smoke": [] if args.skip_smoke else smoke(runs, args)}
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "cuda_check.json").write_text(json.dumps(results, indent=1))
-    rate = {r["contender"]: r.get("steps_per_s") for r in results["speed"]}
-    base = rate.get("cpu_eager") or None
-    print("\nSAC Hopper-v5 (256x256, batch 256, 1 update per env step), learning steps per second:")
-    for name, value in rate.items():
-        ratio = f"{value / base:5.2f}x cpu_eager" if value and base else ""
-        print(f"  {name:<18} {value if value is not None else 'failed':>8}  {ratio}")
+    (out / "cuda_check.json").write_text(json.dumps(results, indent=1))
+    print("\nSAC Hopper-v5 (256x256, batch 256, 1 update per env step): loop = learning steps (env step + update)"
+          " per second; updates = learning calls of one update per second, no env step")
+    base = {key: next((r.get(key) for r in results["speed"] if r["contender"] == "cpu_eager"), None)
+            for key in ("loop_steps_per_s", "updates_per_s")}
+    for r in results["speed"]:
+        cells = []
+        for key in ("loop_steps_per_s", "updates_per_s"):
+            value = r.get(key)
+            ratio = f" ({value / base[key]:.2f}x)" if value and base[key] else ""
+            cells.append(f"{value if value is not None else 'failed':>8}{ratio:<9}")
+        extra = f"compile {r.get('compile_seconds')} s" if r.get("compile_seconds") else ""
+        print(f"  {r['contender']:<22} loop {cells[0]} updates {cells[1]} {extra}")
     print("smoke:", " ".join(f"{r['config']}:{'ok' if r.get('resume_exit') == 0 else 'FAIL'}"
                              for r in results["smoke"]))
 
