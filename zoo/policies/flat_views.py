@@ -46,12 +46,13 @@ class FlatModules:
         pointers, about a microsecond per tensor. (A parameter object replaced inside a network is not looked for:
         the network's optimiser would not step it either.)"""
         owner = self.owner
-        if (self._attributes and len(vars(owner)) == len(self._attributes)
-                and all(getattr(owner, name, None) is value for name, value in self._attributes)
+        attributes = vars(owner)
+        if (self._attributes and all(attributes.get(name) is value for name, value in self._attributes)
                 and all(tensor.data_ptr() == pointer for tensor, pointer in self._pointers)):
             return
         self.specs = self._read()
-        self._attributes = list(vars(owner).items())
+        self._attributes = [(name, value) for name, value in attributes.items()
+                            if isinstance(value, (nn.Module, FlatOptimizer, torch.Tensor))]
         tensors = [value.flat if isinstance(value, FlatOptimizer) else value for _, value in self._attributes]
         tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
         tensors += [p for module, *_ in self.specs for p in module.parameters()]
