@@ -253,6 +253,10 @@ def test_the_traced_step_takes_each_flat_buffer_once_and_no_parameter_aliasing_i
 def test_a_replaced_network_is_seen_by_the_next_learning_call():
     policy = new_policy("sac", "off")
     policy.flat_modules.refresh()
+    specs = policy.flat_modules.specs
+    policy.updates, policy.due = 10_000, {"actor": True}  # other attributes change every update: nothing re-read
+    policy.flat_modules.refresh()
+    assert policy.flat_modules.specs is specs
     before = [module for module, *_ in policy.flat_modules.specs]
     policy.actor = policy._new_actor()  # no optimizer owns its parameters: not swapped
     policy.flat_modules.refresh()
