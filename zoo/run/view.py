@@ -34,8 +34,8 @@ FINAL_EVAL_EPISODES = 10
 RETURN_LIMIT = 1e12
 _FINAL_EVAL_MAX_BYTES = 1 << 20  # ten returns take a few hundred bytes
 _RECORD_MAX_BYTES = 1 << 20  # environment.json: a few KB per session
-# Keys by which the runs of one config (its seeds) differ: left out of ``group_key``.
 log = logging.getLogger("zoo")
+# Keys by which the runs of one config (its seeds) differ: left out of ``group_key``.
 GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
 
 
@@ -59,11 +59,13 @@ def find_runs(patterns: list[str]) -> list[Path]:
         for match in map(Path, matches):
             if is_run(match):
                 found.append(match)
-            elif match.is_dir() and any(is_run(child) for child in match.iterdir()):
-                children = sorted(child for child in match.iterdir() if child.is_dir())
-                runs = [child for child in children if is_run(child)]
+                continue
+            children = sorted(child for child in match.iterdir() if child.is_dir()) if match.is_dir() else []
+            runs = [child for child in children if is_run(child)]  # each child listed and checked once
+            if runs:
                 found += runs
-                _say_untrained([child for child in children if child not in runs])
+                kept = set(runs)
+                _say_untrained([child for child in children if child not in kept])
             elif len(matches) == 1:
                 raise ZooError(f"'{match}' is not a run directory (no config.yaml and metrics.jsonl) and holds none")
             else:
