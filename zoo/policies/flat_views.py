@@ -25,8 +25,8 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 from .optim import FlatOptimizer
 
-# (module, flat buffer, differentiated, [(parameter name, shape, stride, offset into the buffer)])
-Spec = tuple[nn.Module, torch.Tensor, bool, list[tuple[str, torch.Size, tuple[int, ...], int]]]
+# (module, flat buffer, [(parameter name, shape, stride, offset into the buffer)])
+Spec = tuple[nn.Module, torch.Tensor, list[tuple[str, torch.Size, tuple[int, ...], int]]]
 
 
 class FlatModules:
@@ -82,7 +82,7 @@ class FlatModules:
             if differentiated:
                 flat.requires_grad_(True)  # its views are what the step differentiates (see the module docstring)
             layout = [(key, p.shape, p.stride(), p.storage_offset() - flat.storage_offset()) for key, p in params]
-            specs.append((value, flat, differentiated, layout))
+            specs.append((value, flat, layout))
             seen.update(id(p) for _, p in params)
         return specs
 
@@ -94,7 +94,7 @@ class FlatModules:
     def _call(self, index: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         if index == len(self.specs):
             return fn(*args)
-        module, flat, _, layout = self.specs[index]
+        module, flat, layout = self.specs[index]
         tensors = {key: flat.as_strided(shape, stride, offset) for key, shape, stride, offset in layout}
         with _reparametrize_module(module, tensors):
             return self._call(index + 1, fn, args)
