@@ -57,6 +57,26 @@ def test_linear_matches_a_float64_reference_in_values_and_gradients(onednn, monk
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("column_major", [False, True])
+def test_the_weight_gradient_comes_out_in_the_weights_own_layout(onednn, column_major):
+    # ensemble_linear passes weight[e].t() (an (in, out) parameter's view): a gradient in the other layout made the
+    # compiled SAC update copy every critic weight gradient through a transposing scalar loop
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(32, 6, generator=g)
+    leaf = torch.randn(*((6, 4) if column_major else (4, 6)), generator=g, requires_grad=True)
+    weight = leaf.t() if column_major else leaf
+    seen: list[tuple[int, ...]] = []
+    if column_major:  # a view: its gradient passes through a hook before reaching the leaf
+        weight.register_hook(lambda grad: seen.append(grad.stride()))
+    out = matmul.linear(x, weight)
+    grad = torch.autograd.grad(out.square().sum(), leaf)[0]
+    assert matmul.column_major(weight) is column_major
+    if column_major:
+        assert seen == [weight.stride()] and grad.is_contiguous()
+    torch.testing.assert_close(grad, torch.autograd.grad(F.linear(x, weight).square().sum(), leaf)[0], rtol=1e-5,
+                               atol=1e-5)
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_ensemble_linear_matches_the_batched_products(onednn, monkeypatch, shared):
     g = torch.Generator().manual_seed(1)

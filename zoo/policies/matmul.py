@@ -70,10 +70,22 @@ def _setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     ctx.has_bias = bias is not None
 
 
+def column_major(weight: torch.Tensor) -> bool:
+    """Whether a 2-D ``weight`` is the transpose of a row-major matrix (``ensemble_linear``'s ``weight[e].t()``).
+
+    Its gradient is then taken as ``(x.T @ grad).T``, which comes out in that same layout, instead of ``grad.T @ x``
+    in the other one: the (in, out) parameter it is a view of then receives its gradient without a transposing copy
+    (in a compiled SAC update those copies were scalar loops over every critic weight, two per layer)."""
+    return weight.ndim == 2 and weight.stride(0) == 1 and weight.stride(1) != 1 and weight.shape[0] > 1
+
+
 def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
     x, weight = ctx.saved_tensors
     grad_x = _onednn_linear(grad, weight.t(), None) if ctx.needs_input_grad[0] else None  # grad @ weight
-    grad_weight = _onednn_linear(grad.t(), x.t(), None) if ctx.needs_input_grad[1] else None  # grad.T @ x
+    grad_weight = None
+    if ctx.needs_input_grad[1]:
+        grad_weight = (_onednn_linear(x.t(), grad.t(), None).t() if column_major(weight)  # (x.T @ grad).T
+                       else _onednn_linear(grad.t(), x.t(), None))  # grad.T @ x
     grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
     return grad_x, grad_weight, grad_bias
 
@@ -83,9 +95,10 @@ _onednn_linear.register_autograd(_backward, setup_context=_setup)
 # Decided once, at import (reading it inside a traced graph is a constant): see the module docstring.
 FP32_PRODUCTS = _decide()
 _LOWERED: bool | None = None
-# In inductor's cache key where the lowering is registered: change it with the lowering's code (a cached graph
-# holds the code the lowering generated).
-LOWERING_TAG = "zoo-onednn-lowering-2"
+# In inductor's cache key where the lowering is registered: change it with the lowering's code or the op's backward
+# (a cached graph holds the code the lowering generated, and the backward traced when it was compiled: AOT autograd's
+# cache keys on the forward graph, which names the op only).
+LOWERING_TAG = "zoo-onednn-lowering-3"
 
 
 def dense_layout(size: tuple[int, int], strides: tuple[int, int]) -> bool:
