@@ -6,9 +6,11 @@ Run: ``python benchmarks/env_bench.py [--env-steps 20000] [--num-envs 8] [--repe
 on Hopper-v5, HalfCheetah-v5, CartPole-v1 and Pong at 1, 8 and 16 envs; needs the mujoco, atari and envpool extras),
 or ``taskset -c 1 python benchmarks/env_bench.py --rollouts [--repeats 5]`` (one ppo_hopper iteration's collection,
 2048 steps of one Hopper-v5 through zoo's collector with PPO acting, against its learning step), or
-``taskset -c 1 python benchmarks/env_bench.py --whole-runs [--repeats 2]`` (whole ``zoo run`` processes, same seed,
-alternating backends: configs/ppo_hopper.py for 200k env steps and SAC on Hopper-v5, configs/sac_ace_hopper.py with
-policy.type=sac, for 20k; the wall-clock of each process, start-up, evaluations and checkpoints included).
+``taskset -c 1 python benchmarks/env_bench.py --whole-runs [--repeats 2] [--only ppo]`` (whole ``zoo run``
+processes, same seed, alternating backends: configs/ppo_hopper.py for 200k env steps and SAC on Hopper-v5,
+configs/sac_ace_hopper.py with policy.type=sac, for 20k; ``--only`` keeps the runs whose label starts with it; the
+wall-clock of each process, start-up, evaluations and checkpoints included). Without ``taskset`` the same cases
+show the backends on the whole machine (EnvPool's threads then run on other cores).
 
 Prints env steps per second (sub-env steps, i.e. ``num_envs`` per vector step; median of the repeats) and ratios,
 all measured in this one run. The backend cases are interleaved (every case once per repeat, in turn), so that a
@@ -154,19 +156,22 @@ def _whole_run(config: str, overrides: tuple[str, ...], backend: str, runs_dir: 
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def compare_whole_runs(repeats: int) -> None:
-    """Print the wall-clock and CPU seconds of ``WHOLE_RUNS`` on both backends, alternating, ``repeats`` times each
-    (every run in a fresh runs directory)."""
+def compare_whole_runs(repeats: int, only: str | None = None) -> None:
+    """Print the wall-clock and CPU seconds of ``WHOLE_RUNS`` (those whose label starts with ``only``, if given) on
+    both backends, alternating, ``repeats`` times each (every run in a fresh runs directory)."""
+    runs = [run for run in WHOLE_RUNS if only is None or run[0].startswith(only)]
+    if not runs:
+        raise SystemExit(f"--only {only!r} names none of the whole runs ({', '.join(run[0] for run in WHOLE_RUNS)})")
     seconds: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as runs_dir:
         for repeat in range(repeats):
-            for label, config, overrides in WHOLE_RUNS:
+            for label, config, overrides in runs:
                 for backend in ("gymnasium", "envpool"):
                     fresh = f"{runs_dir}/{repeat}-{backend}-{label.replace(' ', '_')}"
                     seconds.setdefault((label, backend), []).append(_whole_run(config, overrides, backend, fresh))
     print(f"whole zoo run processes, wall-clock (CPU) seconds, each run; ratios of the medians of {repeats}; seed 0")
     print(f"{'run':<18} {'gymnasium':>28} {'envpool':>28} {'wall ratio':>10} {'CPU ratio':>9}")
-    for label, _, _ in WHOLE_RUNS:
+    for label, _, _ in runs:
         gymnasium_runs, envpool_runs = seconds[(label, "gymnasium")], seconds[(label, "envpool")]
         ratios = [statistics.median(e[k] for e in envpool_runs) / statistics.median(g[k] for g in gymnasium_runs)
                   for k in (0, 1)]
@@ -214,12 +219,13 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="scales the backend cases' steps per timed run")
     parser.add_argument("--whole-runs", action="store_true", help="whole zoo runs on both backends (see the docstring)")
     parser.add_argument("--rollouts", action="store_true", help="ppo_hopper's collection on each backend")
+    parser.add_argument("--only", default=None, help="with --whole-runs: the runs whose label starts with this")
     args = parser.parse_args()
     if args.rollouts:
         compare_rollouts(args.repeats)
         return
     if args.whole_runs:
-        compare_whole_runs(args.repeats)
+        compare_whole_runs(args.repeats, args.only)
         return
     if args.backends:
         compare_backends(args.repeats, args.scale)
