@@ -7,10 +7,14 @@ on Hopper-v5, HalfCheetah-v5, CartPole-v1 and Pong at 1, 8 and 16 envs; needs th
 or ``taskset -c 1 python benchmarks/env_bench.py --rollouts [--repeats 5]`` (one ppo_hopper iteration's collection,
 2048 steps of one Hopper-v5 through zoo's collector with PPO acting, against its learning step), or
 ``taskset -c 1 python benchmarks/env_bench.py --whole-runs [--repeats 2] [--only ppo]`` (whole ``zoo run``
-processes, same seed, alternating backends: configs/ppo_hopper.py for 200k env steps and SAC on Hopper-v5,
-configs/sac_ace_hopper.py with policy.type=sac, for 20k; ``--only`` keeps the runs whose label starts with it; the
-wall-clock of each process, start-up, evaluations and checkpoints included). Without ``taskset`` the same cases
+processes, same seed, alternating backends: configs/ppo_hopper.py for 200k env steps, the same with 8 envs of
+256-step rollouts, and SAC on Hopper-v5, configs/sac_ace_hopper.py with policy.type=sac, for 20k; ``--only`` keeps
+the runs whose label starts with it; the wall-clock of each process, start-up, evaluations and checkpoints
+included). Without ``taskset`` the same cases
 show the backends on the whole machine (EnvPool's threads then run on other cores).
+
+``python benchmarks/env_bench.py --raw [--repeats 5]`` (with or without ``taskset``) steps one Hopper-v5 as each
+library makes it, with none of zoo's wrappers: the per-step cost of the physics and of each library itself.
 
 Prints env steps per second (sub-env steps, i.e. ``num_envs`` per vector step; median of the repeats) and ratios,
 all measured in this one run. The backend cases are interleaved (every case once per repeat, in turn), so that a
@@ -123,6 +127,9 @@ def compare_backends(repeats: int, scale: float, sizes: tuple[int, ...] = (1, 8,
 # (label, config, overrides): the whole runs of ``--whole-runs``
 WHOLE_RUNS = (
     ("ppo_hopper 200k", "configs/ppo_hopper.py", ("pipeline.max_env_steps=200000",)),
+    # the same 2,048-step rollouts from 8 envs of 256 steps: where EnvPool batches (not the config's learning)
+    ("ppo_hopper 8x256 200k", "configs/ppo_hopper.py",
+     ("pipeline.max_env_steps=200000", "pipeline.num_envs=8", "pipeline.rollout_steps=256")),
     ("sac hopper 20k", "configs/sac_ace_hopper.py", ("policy.type=sac", "pipeline.max_env_steps=20000")),
 )
 
@@ -209,6 +216,35 @@ def compare_rollouts(repeats: int) -> None:
         print(f"{name:<28} {statistics.median(values):8.3f}")
 
 
+def compare_raw(repeats: int, env_steps: int = 4000) -> None:
+    """Print microseconds per step of one Hopper-v5 as gymnasium makes it (``gym.make``, no vector env, none of zoo's
+    wrappers) and of EnvPool's one-env pool stepped directly, interleaved: the physics and each library's own
+    per-step cost, without zoo's adapters. EnvPool steps in a worker thread; with another core free the hand-off
+    crosses cores."""
+    import envpool
+
+    actions = np.random.default_rng(0).uniform(-1, 1, (env_steps, 1, 3)).astype(np.float32)
+    env = gym.make("Hopper-v5")
+    env.reset(seed=0)
+    pool = envpool.make_gymnasium("Hopper-v5", num_envs=1, batch_size=1, seed=0)
+    pool.reset()
+    timings: dict[str, list[float]] = {"gymnasium": [], "envpool": []}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for action in actions:
+            _, _, terminated, truncated, _ = env.step(action[0])
+            if terminated or truncated:
+                env.reset()
+        timings["gymnasium"].append((time.perf_counter() - start) / env_steps * 1e6)
+        start = time.perf_counter()
+        for action in actions:
+            pool.step(action)  # EnvPool resets a finished episode at its next step itself
+        timings["envpool"].append((time.perf_counter() - start) / env_steps * 1e6)
+    gymnasium_us, envpool_us = (statistics.median(timings[name]) for name in ("gymnasium", "envpool"))
+    print(f"one Hopper-v5, us per step (median of {repeats}, interleaved): gymnasium.make {gymnasium_us:.1f}, "
+          f"EnvPool's pool {envpool_us:.1f}, envpool/gymnasium time {envpool_us / gymnasium_us:.2f}")
+
+
 def main() -> None:
     """Measure and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -220,7 +256,11 @@ def main() -> None:
     parser.add_argument("--whole-runs", action="store_true", help="whole zoo runs on both backends (see the docstring)")
     parser.add_argument("--rollouts", action="store_true", help="ppo_hopper's collection on each backend")
     parser.add_argument("--only", default=None, help="with --whole-runs: the runs whose label starts with this")
+    parser.add_argument("--raw", action="store_true", help="one Hopper-v5 stepped directly on each backend")
     args = parser.parse_args()
+    if args.raw:
+        compare_raw(args.repeats)
+        return
     if args.rollouts:
         compare_rollouts(args.repeats)
         return
