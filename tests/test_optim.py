@@ -152,3 +152,24 @@ def test_minimize_skips_a_non_finite_step_and_returns_nan():
         assert torch.equal(flat.state_dict()[name], value), name
     returned = flat.minimize(loss_of(net, 2))
     assert torch.isfinite(returned) and flat.steps == 2 and not torch.equal(flat.flat, weights)
+
+
+@pytest.mark.parametrize("algorithm", ["adam", "rmsprop"])
+def test_a_traced_step_stacks_its_scalars_and_keeps_the_eager_numbers(algorithm):
+    # Inductor inlines each 0-d expression (bias corrections, the finiteness mask, the clip factor) into the
+    # elementwise loop that reads it and evaluates it again per vector of parameters: traced, the step stacks them
+    # into one tensor, computed once. The values are the eager ones, bit for bit.
+    eager, traced = FlatOptimizer(make_net(), algorithm, lr=3e-3), FlatOptimizer(make_net(), algorithm, lr=3e-3)
+    graphs = []
+
+    def recording(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    traced_step = torch.compile(traced.apply_gradient, backend=recording, fullgraph=True)
+    for step in range(4):
+        grad = torch.randn(eager.flat.numel(), generator=torch.Generator().manual_seed(step)) * (1 + step)
+        loss = torch.tensor(float(step))
+        assert torch.equal(eager.apply_gradient(grad, loss, 0.3), traced_step(grad, loss, 0.3))
+    assert torch.equal(eager.flat, traced.flat) and eager.steps == traced.steps == 4
+    assert graphs and all(any(node.target is torch.stack for node in graph.graph.nodes) for graph in graphs)

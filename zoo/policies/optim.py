@@ -193,28 +193,36 @@ class FlatOptimizer:
         by the finiteness of ``grad`` and ``loss``; returns ``loss``, NaN where the step was skipped."""
         norm = torch.linalg.vector_norm(grad)
         self.grad_norm.copy_(norm)
-        if max_grad_norm > 0:
-            grad = grad * torch.clamp(max_grad_norm / (norm + 1e-6), max=1.0)
         finite = torch.isfinite(norm) & torch.isfinite(loss)
-        grad = torch.where(finite, grad, 0.0)
-        self.grad.copy_(grad)
         on = finite.to(grad.dtype)  # 1: step, 0: every update below is a no-op
         self.step_count.add_(finite.to(torch.int64))
         steps = self.step_count.clamp(min=1).to(grad.dtype)
+        # the step's scalars, each one 0-d tensor (see _computed_once)
+        scalars = [torch.clamp(max_grad_norm / (norm + 1e-6), max=1.0) if max_grad_norm > 0 else on, on]
         if self.algorithm == "rmsprop":
-            weight = (1.0 - self.alpha) * on
-            self.exp_avg_sq.mul_(1.0 - weight).addcmul_(grad, grad * weight)
-            self.flat.sub_(grad / (self.exp_avg_sq.sqrt() + self.eps) * (self.lr_tensor * on))
+            scalars += [(1.0 - self.alpha) * on, self.lr_tensor * on]
         else:
             beta1, beta2 = self.betas
-            self.exp_avg.lerp_(grad, (1.0 - beta1) * on)
-            weight = (1.0 - beta2) * on
-            self.exp_avg_sq.mul_(1.0 - weight).addcmul_(grad, grad * weight)
             # 1 - beta**t as -expm1(t log beta): 1 - pow(0.999, t) in float32 loses digits (1e-5 relative at t = 1)
             bias_correction1 = -torch.expm1(steps * math.log(beta1))
             bias_correction2 = -torch.expm1(steps * math.log(beta2))
-            denom = (self.exp_avg_sq.sqrt() / bias_correction2.sqrt()).add_(self.eps)
-            self.flat.sub_(self.exp_avg / denom * (self.lr_tensor * on / bias_correction1))
+            scalars += [(1.0 - beta1) * on, (1.0 - beta2) * on, bias_correction2.sqrt(),
+                        self.lr_tensor * on / bias_correction1]
+        clip, on, *scalars = _computed_once(scalars)
+        if max_grad_norm > 0:
+            grad = grad * clip
+        grad = torch.where(on > 0, grad, 0.0)
+        self.grad.copy_(grad)
+        if self.algorithm == "rmsprop":
+            weight, rate = scalars
+            self.exp_avg_sq.mul_(1.0 - weight).addcmul_(grad, grad * weight)
+            self.flat.sub_(grad / (self.exp_avg_sq.sqrt() + self.eps) * rate)
+        else:
+            weight1, weight2, root_correction2, rate = scalars
+            self.exp_avg.lerp_(grad, weight1)
+            self.exp_avg_sq.mul_(1.0 - weight2).addcmul_(grad, grad * weight2)
+            denom = (self.exp_avg_sq.sqrt() / root_correction2).add_(self.eps)
+            self.flat.sub_(self.exp_avg / denom * rate)
         return torch.where(finite, loss, torch.nan)
 
     @torch.no_grad()
@@ -253,6 +261,16 @@ class FlatOptimizer:
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         if self.algorithm == "adam":
             self.exp_avg.copy_(state["exp_avg"])
+
+
+def _computed_once(scalars: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``scalars`` as they are eagerly; in a compiled graph, stacked into one tensor first. Inductor otherwise inlines
+    each 0-d expression into the elementwise loop that reads it and evaluates it again for every vector of the
+    parameters (two ``expm1``, square roots and the finiteness test per 16 floats: 362 against 150 us for an Adam
+    step over SAC Hopper's critics); the stack makes it a buffer computed once. The same values either way."""
+    if not torch.compiler.is_compiling():
+        return scalars
+    return list(torch.stack(scalars).unbind(0))
 
 
 def sync_parameter_gradients(parameters: list[nn.Parameter] | Any, ctx: Any) -> None:
