@@ -97,6 +97,18 @@ def test_the_slices_of_a_suite_take_every_entrys_seeds_in_turn():
     assert len({run.entry.name for run in first}) > len(entries) // 2  # a slice mixes the entries
 
 
+
+def test_each_entry_trains_its_own_seed_count_unless_seeds_is_given():
+    small, large = Entry("small", "ppo_cartpole.py", seeds=2), Entry("large", "ppo_cartpole.py", seeds=3)
+    planned = runner.bench_runs([small, large], None, Path("runs"))
+    assert [(run.entry.name, run.seed) for run in planned] == [
+        ("small", 0), ("large", 0), ("small", 1), ("large", 1), ("large", 2)]  # seed-major, each to its own count
+    assert [(run.entry.name, run.seed) for run in runner.bench_runs([small, large], 1, Path("runs"))] == [
+        ("small", 0), ("large", 0)]
+    ace = {entry.name: entry.seeds for entry in runner.entries_of(["ace", "mujoco"])}
+    assert ace["sac_ace_hopper"] == ace["sac_hopper"] == ace["sac_ace_noreset_halfcheetah"] == ace["td3_hopper"] == 10
+    assert ace["ppo_hopper"] == 5
+
 # -- zoo.run.view -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value", ["NaN", "-Infinity"])
 def test_a_final_evaluation_holding_nan_or_infinity_is_refused(tmp_path, value):

@@ -65,6 +65,17 @@ def _report(tmp_path: Path, configs: Path, suites: list[str], seeds: int) -> str
 
 
 # -- what the report publishes ---------------------------------------------------------------------------------------
+def test_without_seeds_the_report_counts_each_entry_against_its_own_seed_count(tmp_path, configs, monkeypatch):
+    ten = Entry("tiny_ppo", "tiny.py", TINY.overrides, 0.1, seeds=10)  # the same runs, a protocol of 10 seeds
+    _seeds(tmp_path / "runs", ten, configs, [100.0, 200.0, 300.0, 400.0, 500.0, 600.0])
+    monkeypatch.setitem(runner.SUITES, "tiny", (ten,))
+    out = tmp_path / "benchmarks.md"
+    report.report(["tiny"], runs_dir=str(tmp_path / "runs"), out=str(out), reps=200, configs=configs)
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| tiny_ppo"))
+    assert "| 6/10 | 350.0 [" in row  # all six finished seeds scored, of the entry's ten
+    assert "| 5/5 |" in _report(tmp_path, configs, ["tiny"], 5)  # --seeds 5: seeds 0-4 only
+
+
 def test_the_report_counts_every_finished_seed_and_scores_all_of_them(tmp_path, configs):
     _seeds(tmp_path / "runs", TINY, configs, [100.0, 200.0, 300.0])
     row = next(line for line in _report(tmp_path, configs, ["tiny"], 3).splitlines() if line.startswith("| tiny_ppo"))

@@ -23,7 +23,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``bench`` to ``zoo``'s sub-commands; the parser added."""
     benching = commands.add_parser("bench", help="run benchmark suites (every entry x seed, resumable)")
     benching.add_argument("suites", nargs="+", metavar="SUITE", help="classic, mujoco, ace, hl_gauss")
-    benching.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1 of every entry (default 5)")
+    benching.add_argument("--seeds", type=int, default=None,
+                          help="seeds 0 .. N-1 of every entry (default: each entry's own, 5 or 10)")
     benching.add_argument("--jobs", type=int, default=1, help="runs at once (processes)")
     benching.add_argument("--runs-dir", default="runs", help="runs go to RUNS_DIR/bench/<entry>/seed_<k>")
     benching.add_argument("--report", metavar="FILE.md", default=None,
@@ -58,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     """Run ``zoo bench`` with parsed ``args``; its exit code."""
     for flag, value in (("--runs-dir", args.runs_dir), ("--report", args.report), ("--results", args.results)):
         check_path(flag, value)
-    check_counts(args.seeds, args.jobs)
+    check_counts(1 if args.seeds is None else args.seeds, args.jobs)
     if args.report is not None:
         if args.shard is not None or args.entries is not None:
             dropped = "--shard" if args.shard is not None else "--entries"

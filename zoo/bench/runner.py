@@ -347,27 +347,29 @@ def shard_of(runs: list[Run], shard: tuple[int, int] | None) -> list[Run]:
     return runs[index - 1::count]
 
 
-def bench_runs(entries: list[Entry], seeds: int, root: Path) -> list[Run]:
-    """Every run of ``entries`` x seeds 0 .. ``seeds``-1 under ``root``, seed-major: the entries a suite compares
-    (SAC and SAC-ACE, say) finish their seeds side by side, and every slice of ``shard_of`` holds each entry's
-    seeds in turn, so that slices take about as long."""
-    return [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(seeds) for entry in entries]
+def bench_runs(entries: list[Entry], seeds: int | None, root: Path) -> list[Run]:
+    """Every run of ``entries`` x seeds 0 .. ``seeds``-1 (None: each entry's own ``Entry.seeds``) under ``root``,
+    seed-major: the entries a suite compares (SAC and SAC-ACE, say) finish their seeds side by side, and every
+    slice of ``shard_of`` holds each entry's seeds in turn, so that slices take about as long."""
+    counts = {entry.name: seeds if seeds is not None else entry.seeds for entry in entries}
+    return [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(max(counts.values(), default=0))
+            for entry in entries if seed < counts[entry.name]]
 
 
-def bench(suites: list[str], seeds: int = 5, jobs: int = 1, runs_dir: str = "runs",
+def bench(suites: list[str], seeds: int | None = None, jobs: int = 1, runs_dir: str = "runs",
           stream: IO[str] | None = None, configs: str | Path | None = None,
           shard: tuple[int, int] | None = None, results: str | Path | None = None,
           only: list[str] | None = None) -> int:
-    """Run ``seeds`` seeds (0 .. seeds-1) of every entry of ``suites``; the exit code (0 all done, 1 a run
-    failed, 128 + N after signal N). ``configs``: the folder of the suites' config files (default
-    ``configs_dir``). ``shard=(K, M)``: only the K-th of M disjoint slices (``shard_of``), so that M runners --
-    on as many machines, into one shared ``runs_dir`` -- train a suite together; each slice has its own lock, each
-    run too (``zoo.bench.locks``: overlapping slices never train a run twice), and ``--report`` reads whatever has
-    finished, whichever runner trained it. ``results``: a folder where each run's
-    small files are kept as soon as it is evaluated (``zoo.bench.results``), to commit; a run with no directory
-    under ``runs_dir`` whose files are kept there, of the entry's config, counts as finished. ``only``: train
-    only these entries of the suites (``pick_entries``), in the suites' order."""
-    check_counts(seeds, jobs)
+    """Run ``seeds`` seeds (0 .. seeds-1; None: each entry's own count) of every entry of ``suites``; the exit code (0
+    all done, 1 a run failed, 128 + N after signal N). ``configs``: the folder of the suites' config files (default
+    ``configs_dir``). ``shard=(K, M)``: only the K-th of M disjoint slices (``shard_of``), so that M runners -- on
+    as many machines, into one shared ``runs_dir`` -- train a suite together; each slice has its own lock, each run
+    too (``zoo.bench.locks``: overlapping slices never train a run twice), and ``--report`` reads whatever has
+    finished, whichever runner trained it. ``results``: a folder where each run's small files are kept as soon as it
+    is evaluated (``zoo.bench.results``), to commit; a run with no directory under ``runs_dir`` whose files are kept
+    there, of the entry's config, counts as finished. ``only``: train only these entries of the suites
+    (``pick_entries``), in the suites' order."""
+    check_counts(1 if seeds is None else seeds, jobs)
     entries = pick_entries(entries_of(suites), only, suites)
     configs = Path(configs) if configs is not None else configs_dir(entries)
     root = Path(runs_dir) / "bench"
