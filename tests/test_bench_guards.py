@@ -97,7 +97,6 @@ def test_the_slices_of_a_suite_take_every_entrys_seeds_in_turn():
     assert len({run.entry.name for run in first}) > len(entries) // 2  # a slice mixes the entries
 
 
-
 def test_each_entry_trains_its_own_seed_count_unless_seeds_is_given():
     small, large = Entry("small", "ppo_cartpole.py", seeds=2), Entry("large", "ppo_cartpole.py", seeds=3)
     planned = runner.bench_runs([small, large], None, Path("runs"))
@@ -108,6 +107,7 @@ def test_each_entry_trains_its_own_seed_count_unless_seeds_is_given():
     ace = {entry.name: entry.seeds for entry in runner.entries_of(["ace", "mujoco"])}
     assert ace["sac_ace_hopper"] == ace["sac_hopper"] == ace["sac_ace_noreset_halfcheetah"] == ace["td3_hopper"] == 10
     assert ace["ppo_hopper"] == 5
+
 
 # -- zoo.run.view -----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value", ["NaN", "-Infinity"])

@@ -170,8 +170,7 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
     if not out_path.parent.is_dir():
         raise ZooError(f"cannot write '{out}': the folder '{out_path.parent}' does not exist")
     stream = stream or sys.stderr
-    counts = {entry.name: seeds if seeds is not None else entry.seeds for entry in entries}
-    found = {entry.name: _finished(root, entry, counts[entry.name], configs, results is not None, stream)
+    found = {entry.name: _finished(root, entry, entry.seed_count(seeds), configs, results is not None, stream)
              for entry in entries}
     dates = [r["started"] for runs in found.values() for r in runs if r["started"]]
     command = (f"zoo bench {' '.join(suites)} --report {out}" + (f" --seeds {seeds}" if seeds is not None else "")
@@ -205,7 +204,7 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
             published = "; ".join(_published(p) for p in published_for(policy, env)
                                   if p.return_mean is not None) if env else ""
             lines.append(f"| {entry.name} | {env or ''} | {policy or ''} | {f'{budget:,}' if budget else ''} | "
-                         f"{len(runs)}/{counts[entry.name]} | {score} | {spread} | {minutes} | "
+                         f"{len(runs)}/{entry.seed_count(seeds)} | {score} | {spread} | {minutes} | "
                          f"{published or 'none found'} |")
         lines.append("")
         figure = out_path.parent / "benchmarks" / f"{suite}.png"

@@ -351,9 +351,9 @@ def bench_runs(entries: list[Entry], seeds: int | None, root: Path) -> list[Run]
     """Every run of ``entries`` x seeds 0 .. ``seeds``-1 (None: each entry's own ``Entry.seeds``) under ``root``,
     seed-major: the entries a suite compares (SAC and SAC-ACE, say) finish their seeds side by side, and every
     slice of ``shard_of`` holds each entry's seeds in turn, so that slices take about as long."""
-    counts = {entry.name: seeds if seeds is not None else entry.seeds for entry in entries}
-    return [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(max(counts.values(), default=0))
-            for entry in entries if seed < counts[entry.name]]
+    most = max((entry.seed_count(seeds) for entry in entries), default=0)
+    return [Run(entry, seed, root / entry.name / f"seed_{seed}") for seed in range(most)
+            for entry in entries if seed < entry.seed_count(seeds)]
 
 
 def bench(suites: list[str], seeds: int | None = None, jobs: int = 1, runs_dir: str = "runs",

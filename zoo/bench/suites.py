@@ -42,6 +42,10 @@ class Entry:
     est_minutes: float = 5.0
     seeds: int = 5
 
+    def seed_count(self, seeds: int | None) -> int:
+        """How many seeds to train and table: ``seeds`` (``--seeds``) where given, else the entry's own."""
+        return self.seeds if seeds is None else seeds
+
 
 def _sac_hopper(kind: str, budget: int) -> tuple[str, ...]:
     # SAC and SAC-ACE differ only in policy.type (sac_ace turns on causal weights and dormancy resets).
@@ -87,7 +91,7 @@ SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("ppo_halfcheetah", "ppo_hopper.py", ("env.id=HalfCheetah-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
         Entry("ppo_walker2d", "ppo_hopper.py", ("env.id=Walker2d-v5", *_EVAL, "pipeline.eval_every=50"), 12.0),
         *_ACE_PAIRS[:2],
-        Entry("td3_hopper", "td3_hopper.py", _TD3_200K, 45.0, seeds=10),  # its gap to SB3's: within Hopper's swings?
+        Entry("td3_hopper", "td3_hopper.py", _TD3_200K, 45.0, seeds=10),  # 10: is its gap to SB3's Hopper's noise?
         *_ACE_PAIRS[2:],
         Entry("td3_halfcheetah", "td3_hopper.py", ("env.id=HalfCheetah-v5", *_TD3_200K), 45.0),
     ),
