@@ -66,6 +66,18 @@ def test_a_plugin_update_that_is_not_compile_ready_trains_eager_under_auto(compi
     assert record["compile"] is False and "Plugin's update is not compile-ready" in record["compile_reason"]
 
 
+def test_the_cpu_graph_is_built_with_a_cpp_wrapper_and_cuda_graphs_are_not(monkeypatch):
+    seen: list[dict] = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: seen.append(kwargs["options"]) or fn)
+    step = CompiledStep(lambda x: x, "Toy's learning step", required=False, device=CPU)
+    assert seen[-1]["cpp_wrapper"] is True and step.record()["cpp_wrapper"] is True
+    step = CompiledStep(lambda x: x, "Toy's learning step", required=False, device=torch.device("cuda"))
+    assert "cpp_wrapper" not in seen[-1] and step.record()["cpp_wrapper"] is False
+    monkeypatch.setenv("ZOO_CPP_WRAPPER", "0")
+    step = CompiledStep(lambda x: x, "Toy's learning step", required=False, device=CPU)
+    assert "cpp_wrapper" not in seen[-1] and step.record()["cpp_wrapper"] is False
+
+
 def test_a_failed_compile_is_one_line_and_eager_or_refused_under_on(caplog):
     def not_traceable(x: torch.Tensor) -> torch.Tensor:
         return x * 2 if float(x.sum()) > 0 else x  # a host sync and a branch on its value: no single graph

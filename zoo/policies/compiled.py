@@ -150,6 +150,12 @@ class CompiledStep:
         # On the CPU random ops call torch's own generator in program order, as eager does (same numbers, exact
         # resume); on CUDA inductor's own Philox generator, which graph capture supports.
         options = {"fallback_random": device.type == "cpu", "triton.cudagraphs": self.cuda_graphs}
+        # On the CPU the graph's host code (allocating each buffer, calling each kernel and oneDNN product) is C++
+        # rather than Python: measured on SAC Hopper, one thread, 3-5% more updates per second in fp32, 4-7% in
+        # bf16, compile time unchanged. ZOO_CPP_WRAPPER=0 keeps inductor's Python wrapper.
+        self.cpp_wrapper = device.type == "cpu" and os.environ.get("ZOO_CPP_WRAPPER", "1") != "0"
+        if self.cpp_wrapper:
+            options["cpp_wrapper"] = True
 
         def graph(*args: Any) -> Any:
             with torch.set_grad_enabled(gradients):
@@ -221,10 +227,11 @@ class CompiledStep:
             return self.eager(*args)
 
     def record(self) -> dict[str, Any]:
-        """Facts for the run's environment record: graphs, compile seconds, the cache, a failure."""
+        """Facts for the run's environment record: graphs, compile seconds, the cache, CUDA graphs, the C++ wrapper,
+        a failure."""
         record: dict[str, Any] = {"compile_graphs": len(self.variants), "compile_seconds": round(self.seconds, 2),
                                   "inductor_cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
-                                  "cuda_graphs": self.cuda_graphs}
+                                  "cuda_graphs": self.cuda_graphs, "cpp_wrapper": self.cpp_wrapper}
         if self.failure is not None:
             record["compile_failure"] = self.failure
         return record
