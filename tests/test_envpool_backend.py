@@ -9,6 +9,7 @@ own pool. Skipped where envpool is not installed (CI installs it: .ci/run).
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections import Counter
 
@@ -250,3 +251,20 @@ def test_a_lost_life_ends_the_episode_and_only_envpool_continues_the_game(backen
     # gymnasium's wrapper starts a new game; EnvPool (as OpenAI baselines' EpisodicLifeEnv) plays on
     assert int(info["lives"][0]) == (lives - 1 if backend == "envpool" else lives)
     venv.close()
+
+
+def test_a_training_collector_of_one_envpool_env_says_once_that_several_envs_pay(caplog, monkeypatch):
+    import zoo.pipelines.collector as collector_module
+
+    monkeypatch.setattr(collector_module, "_ONE_ENV_NOTICES", set())
+    def notices() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "EnvPool pays from several envs" in r.getMessage()]
+
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        for num_envs, backend in ((2, "envpool"), (1, "gymnasium")):
+            VectorCollector(_spec("CartPole-v1", backend), num_envs, seed=0).close()
+        assert notices() == []
+        for _ in range(2):
+            VectorCollector(_spec("CartPole-v1", "envpool"), 1, seed=0).close()
+    assert len(notices()) == 1 and "env.backend=envpool with one env (CartPole-v1)" in notices()[0]
+    assert "set pipeline.num_envs above 1, or env.backend=gymnasium" in notices()[0]

@@ -41,6 +41,10 @@ def _float32(obs: Any) -> torch.Tensor:
     return torch.from_numpy(np.asarray(obs, dtype=np.float32))
 
 
+# env ids whose training collector was told, once per process, that EnvPool at one env does not pay
+_ONE_ENV_NOTICES: set[str] = set()
+
+
 class VectorCollector:
     """Steps ``num_envs`` copies of an env for a policy.
 
@@ -74,6 +78,12 @@ class VectorCollector:
         self.env_id = spec.id
         self.num_envs = num_envs
         self.seed = seed
+        if spec.envpool and num_envs == 1 and spec.id not in _ONE_ENV_NOTICES:
+            _ONE_ENV_NOTICES.add(spec.id)
+            logging.getLogger("zoo").info(
+                f"env.backend=envpool with one env ({spec.id}): EnvPool pays from several envs; at one it measured "
+                f"level with gymnasium on one core and slower with a free core (its worker thread's hand-off): "
+                f"set pipeline.num_envs above 1, or env.backend=gymnasium (docs/envpool.md)")
         venv = spec.make_vector(num_envs, seed=seed, mode=vector_mode)
         venv, _ = wrap_vector_env(venv, normalize_obs, normalize_reward, reward_gamma, clip_obs, clip_reward,
                                   check_finite=spec.id, episode_info=False)  # nothing here reads the step infos
