@@ -78,6 +78,34 @@ def test_the_cpu_graph_is_built_with_a_cpp_wrapper_and_cuda_graphs_are_not(monke
     assert "cpp_wrapper" not in seen[-1] and step.record()["cpp_wrapper"] is False
 
 
+def test_a_cpp_wrapper_the_compiler_cannot_build_falls_back_to_the_python_wrapper(monkeypatch, caplog):
+    from torch._dynamo.exc import BackendCompilerFailed
+    from torch._inductor.exc import CppCompileError
+
+    built: list[dict] = []
+
+    def fake_compile(fn, **kwargs):
+        built.append(dict(kwargs["options"]))
+        if kwargs["options"].get("cpp_wrapper"):
+            def broken(*args):
+                raise BackendCompilerFailed(fn, CppCompileError(["g++"], "error: wrapper.cpp"), None)
+            return broken
+        return fn
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    step = CompiledStep(lambda x: x * 2, "Toy's learning step", required=True, device=CPU)
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        assert torch.equal(step("variant", torch.ones(2)), torch.full((2,), 2.0))
+    assert [options.get("cpp_wrapper", False) for options in built] == [True, False]
+    assert step.active and step.record()["cpp_wrapper"] is False
+    assert "with a C++ wrapper failed (BackendCompilerFailed" in caplog.text and "trying the Python one" in caplog.text
+    assert torch.equal(step("variant", torch.ones(2)), torch.full((2,), 2.0)) and len(built) == 2
+    # any other failure is not retried: one line, and eager (or refused under policy.compile=on)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: built.append(kwargs["options"]) or (lambda *a: 1 / 0))
+    other = CompiledStep(lambda x: x * 2, "Toy's learning step", required=False, device=CPU)
+    assert torch.equal(other("variant", torch.ones(2)), torch.full((2,), 2.0)) and not other.active
+    assert len(built) == 3 and other.failure.startswith("ZeroDivisionError")
+
+
 def test_a_failed_compile_is_one_line_and_eager_or_refused_under_on(caplog):
     def not_traceable(x: torch.Tensor) -> torch.Tensor:
         return x * 2 if float(x.sum()) > 0 else x  # a host sync and a branch on its value: no single graph

@@ -152,7 +152,8 @@ class CompiledStep:
         options = {"fallback_random": device.type == "cpu", "triton.cudagraphs": self.cuda_graphs}
         # On the CPU the graph's host code (allocating each buffer, calling each kernel and oneDNN product) is C++
         # rather than Python: measured on SAC Hopper, one thread, 3-5% more updates per second in fp32, 4-7% in
-        # bf16, compile time unchanged. ZOO_CPP_WRAPPER=0 keeps inductor's Python wrapper.
+        # bf16, compile time unchanged. ZOO_CPP_WRAPPER=0 keeps inductor's Python wrapper; so does a first compile
+        # whose C++ this machine's compiler cannot build (retried once with the Python wrapper, said in the log).
         self.cpp_wrapper = device.type == "cpu" and os.environ.get("ZOO_CPP_WRAPPER", "1") != "0"
         if self.cpp_wrapper:
             options["cpp_wrapper"] = True
@@ -161,11 +162,15 @@ class CompiledStep:
             with torch.set_grad_enabled(gradients):
                 return fn(*args)
 
-        self.compiled = torch.compile(graph, fullgraph=True, dynamic=False, options=options)  # cudagraphs: as
-        # mode="reduce-overhead" does (torch.compile takes a mode or options, not both)
+        self._graph, self._options = graph, options
+        self.compiled = self._build()
         self.variants: set[Hashable] = set()
         self.seconds = 0.0
         self.failure: str | None = None
+
+    def _build(self) -> Callable[..., Any]:
+        # cudagraphs in the options: as mode="reduce-overhead" does (torch.compile takes a mode or options, not both)
+        return torch.compile(self._graph, fullgraph=True, dynamic=False, options=self._options)
 
     def _run(self, args: tuple[Any, ...]) -> Any:
         if not self.cuda_graphs:
@@ -202,7 +207,17 @@ class CompiledStep:
                     torch._dynamo.mark_static_address(tensor)
             result = self._run(args)
         except Exception as exc:  # compile errors come in many types; each is reported in one line
-            return self._failed(exc, args)
+            if not (self.cpp_wrapper and _cpp_compile_error(exc)):
+                return self._failed(exc, args)
+            # C++ this machine's compiler cannot build: inductor's Python wrapper before giving up
+            log.info(f"compiling {self.what} with a C++ wrapper failed ({_one_line(exc)}): trying the Python one")
+            self.cpp_wrapper = False
+            self._options.pop("cpp_wrapper")
+            self.compiled = self._build()
+            try:
+                result = self._run(args)
+            except Exception as again:
+                return self._failed(again, args)
         seconds = time.perf_counter() - start
         self.seconds += seconds
         self.variants.add(variant)
@@ -212,13 +227,7 @@ class CompiledStep:
 
     def _failed(self, exc: Exception, args: tuple[Any, ...]) -> Any:
         """A compile that failed: ConfigError under ``required``, else one line and eager from now on."""
-        text = str(exc)
-        # dynamo reports an error of the traced code (a fake-tensor call) inside its own: name that one
-        inner = re.search(r"got (\w+(?:Error|Exception))\((['\"])(.*?)\2\)", text, re.DOTALL)
-        if inner is not None:
-            self.failure = f"{inner.group(1)}: {inner.group(3).splitlines()[0][:300]}"
-        else:
-            self.failure = f"{type(exc).__name__}: {(text.strip().splitlines() or [''])[0][:300]}"
+        self.failure = _one_line(exc)
         if self.required:
             raise ConfigError(f"policy.compile=on: compiling {self.what} failed ({self.failure}); "
                               f"set policy.compile=off (or auto) to train eager") from exc
@@ -235,3 +244,28 @@ class CompiledStep:
         if self.failure is not None:
             record["compile_failure"] = self.failure
         return record
+
+
+def _one_line(exc: Exception) -> str:
+    """A compile error in one line: its type and first line (dynamo reports an error of the traced code, a
+    fake-tensor call, inside its own: that inner one is named)."""
+    text = str(exc)
+    inner = re.search(r"got (\w+(?:Error|Exception))\((['\"])(.*?)\2\)", text, re.DOTALL)
+    if inner is not None:
+        return f"{inner.group(1)}: {inner.group(3).splitlines()[0][:300]}"
+    return f"{type(exc).__name__}: {(text.strip().splitlines() or [''])[0][:300]}"
+
+
+def _cpp_compile_error(exc: BaseException) -> bool:
+    """Whether a compile failed in the C++ compiler (inductor's CppCompileError, possibly wrapped by dynamo)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if type(error).__name__ == "CppCompileError":
+            return True
+        pending += [error.__cause__, error.__context__, getattr(error, "inner_exception", None)]
+    return False
