@@ -165,3 +165,15 @@ def test_the_readme_is_a_front_door_with_the_two_commands_near_the_top():
     assert len(lines) <= 200, f"README.md has {len(lines)} lines: move detail into docs/ (the site) and link it"
     for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", "\n".join(lines)):  # the site does not check these
         assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_the_readme_restates_every_comparison_of_the_benchmarks_page_with_its_verdicts():
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = benchmarks.split("\n## Comparisons\n", 1)[1].split("\n## ", 1)[0]
+    questions = re.findall(r"^\| (\S+ vs \S+) \| (.*) \|$", section, re.M)
+    assert questions, "docs/benchmarks.md has no comparison rows"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    region = re.search(r"<!-- generated: comparisons -->\n(.*?)<!-- end generated -->", readme, re.S)
+    assert region, "README.md has no '<!-- generated: comparisons -->' region"
+    for question, cells in questions:
+        assert f"| {question} | {cells} |" in region.group(1), question

@@ -181,8 +181,19 @@ def _results(args: list[str]) -> list[str]:
     return out
 
 
+def _comparisons(args: list[str]) -> list[str]:
+    """docs/benchmarks.md's comparisons table as it stands (the README restates its verdicts from it)."""
+    table, inside = [], False
+    for line in (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            inside = line[3:].strip() == "Comparisons"
+        elif inside and line.startswith("| "):
+            table.append(line)
+    return table or ["No comparison yet (see [Benchmarks](docs/benchmarks.md))."]
+
+
 GENERATORS: dict[str, Callable[[list[str]], list[str]]] = {
-    "keys": _keys, "configs": _configs, "bench": _bench, "results": _results,
+    "keys": _keys, "configs": _configs, "bench": _bench, "results": _results, "comparisons": _comparisons,
 }
 
 
