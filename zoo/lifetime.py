@@ -30,9 +30,10 @@ MAX_SEEDS = 1000  # seeds of one command: rliable's studies use at most 100
 MAX_JOBS = 256  # runs at once, each a process
 
 
-def check_counts(seeds: int, jobs: int) -> None:
-    """One ConfigError line unless ``1 <= seeds <= MAX_SEEDS`` (how many seeds) and ``1 <= jobs <= MAX_JOBS``."""
-    if not 1 <= seeds <= MAX_SEEDS:
+def check_counts(seeds: int | None, jobs: int) -> None:
+    """One ConfigError line unless ``1 <= seeds <= MAX_SEEDS`` (how many seeds; None: each bench entry's own count,
+    nothing to check) and ``1 <= jobs <= MAX_JOBS``."""
+    if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
         raise ConfigError(f"--seeds must be at least 1 and at most {MAX_SEEDS} seeds, got {seeds}")
     if not 1 <= jobs <= MAX_JOBS:
         raise ConfigError(f"--jobs must be at least 1 and at most {MAX_JOBS} (runs at once, each a process), got "

@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     """Run ``zoo bench`` with parsed ``args``; its exit code."""
     for flag, value in (("--runs-dir", args.runs_dir), ("--report", args.report), ("--results", args.results)):
         check_path(flag, value)
-    check_counts(1 if args.seeds is None else args.seeds, args.jobs)
+    check_counts(args.seeds, args.jobs)
     if args.report is not None:
         if args.shard is not None or args.entries is not None:
             dropped = "--shard" if args.shard is not None else "--entries"

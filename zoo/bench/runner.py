@@ -369,7 +369,7 @@ def bench(suites: list[str], seeds: int | None = None, jobs: int = 1, runs_dir: 
     is evaluated (``zoo.bench.results``), to commit; a run with no directory under ``runs_dir`` whose files are kept
     there, of the entry's config, counts as finished. ``only``: train only these entries of the suites
     (``pick_entries``), in the suites' order."""
-    check_counts(1 if seeds is None else seeds, jobs)
+    check_counts(seeds, jobs)
     entries = pick_entries(entries_of(suites), only, suites)
     configs = Path(configs) if configs is not None else configs_dir(entries)
     root = Path(runs_dir) / "bench"
