@@ -154,8 +154,7 @@ class CompiledStep:
         # rather than Python: measured on SAC Hopper, one thread, 3-5% more updates per second in fp32, 4-7% in
         # bf16, compile time unchanged. ZOO_CPP_WRAPPER=0 keeps inductor's Python wrapper; so does a first compile
         # whose C++ this machine's compiler cannot build (retried once with the Python wrapper, said in the log).
-        self.cpp_wrapper = device.type == "cpu" and os.environ.get("ZOO_CPP_WRAPPER", "1") != "0"
-        if self.cpp_wrapper:
+        if device.type == "cpu" and os.environ.get("ZOO_CPP_WRAPPER", "1") != "0":
             options["cpp_wrapper"] = True
 
         def graph(*args: Any) -> Any:
@@ -167,6 +166,11 @@ class CompiledStep:
         self.variants: set[Hashable] = set()
         self.seconds = 0.0
         self.failure: str | None = None
+
+    @property
+    def cpp_wrapper(self) -> bool:
+        """Whether inductor writes the graph's host code as C++ (see ``__init__``)."""
+        return bool(self._options.get("cpp_wrapper"))
 
     def _build(self) -> Callable[..., Any]:
         # cudagraphs in the options: as mode="reduce-overhead" does (torch.compile takes a mode or options, not both)
@@ -211,7 +215,6 @@ class CompiledStep:
                 return self._failed(exc, args)
             # C++ this machine's compiler cannot build: inductor's Python wrapper before giving up
             log.info(f"compiling {self.what} with a C++ wrapper failed ({_one_line(exc)}): trying the Python one")
-            self.cpp_wrapper = False
             self._options.pop("cpp_wrapper")
             self.compiled = self._build()
             try:
