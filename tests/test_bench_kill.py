@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from zoo.bench import runner
-from zoo.bench.locks import take_lock
+from zoo.bench.locks import RunLocks, take_lock
 from zoo.bench.suites import Entry
 
 CONFIG = ("config = dict(exp_name='b', env=dict(id='CartPole-v1'), policy=dict(type='ppo', epochs=1), "
@@ -215,6 +215,49 @@ def test_wait_for_release_waits_for_the_lock_holder_and_is_bounded(tmp_path):
     assert 0.3 <= time.monotonic() - started < 1.0
     assert wait_for_release(tmp_path, timeout_s=10) and lock_owner(tmp_path) is None
     holder.wait()
+
+
+def test_a_run_lock_passed_to_a_child_outlives_its_killed_runner_and_a_rerun_waits_for_that_child(tmp_path):
+    # The runner is killed while its child is still starting (or saving): the child, not the ended runner, decides
+    # when the run is free, so a rerun started at once never trains the seed beside it.
+    path, started, done = tmp_path / "run.lock", tmp_path / "started", tmp_path / "done"
+    child = ("import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             "pathlib.Path(sys.argv[1]).touch(); time.sleep(1.5); pathlib.Path(sys.argv[2]).touch()")
+    runner_script = ("import sys, time, pathlib; from zoo.bench.locks import RunLocks, take_lock; "
+                     "from zoo.run.children import start_child; "
+                     f"lock, _ = take_lock(pathlib.Path({str(path)!r})); "
+                     f"child = start_child([sys.executable, '-c', {child!r}, {str(started)!r}, {str(done)!r}], "
+                     "hold=lock); print(child.pid, flush=True); time.sleep(60)")
+    killed = subprocess.Popen([sys.executable, "-c", runner_script], stdout=subprocess.PIPE, text=True)
+    pid = int(killed.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.01)
+    killed.kill()
+    killed.wait()
+    lock, holder = take_lock(path, time.monotonic())  # no wait for orphans: refused, and said why
+    assert lock is None and holder == f"{killed.pid}, ended, its child still holding it"
+    lock, _ = take_lock(path, time.monotonic(), time.monotonic() + 20)
+    assert lock is not None and done.exists() and not _alive(pid)  # taken once the child had ended, not before
+    assert os.pread(lock, 300, 0).decode().split()[0] == str(os.getpid())
+    os.close(lock)
+
+
+def test_the_bench_passes_each_runs_lock_to_the_child_it_starts_for_it(configs, tmp_path):
+    root = tmp_path / "runs" / "bench"
+    bench = runner.Bench([runner.Run(TINY, 0, root / TINY.name / "seed_0")], 1, io.StringIO(), configs,
+                         locks=RunLocks(root))
+    run = bench.runs[0]
+    assert bench.locks.take(run.label) is None
+    run.steps = [[sys.executable, "-c", "import time; time.sleep(30)"]]
+    bench._start(run)
+    try:
+        bench.locks.release(run.label)  # as a kill of the runner would
+        assert RunLocks(root).take(run.label) is not None  # the child holds it
+    finally:
+        bench.children.stop()
+    assert RunLocks(root).take(run.label) is None  # free once the child has ended
 
 
 def test_the_runner_waits_a_moment_for_a_lock_left_by_a_killed_runner_then_refuses(tmp_path):

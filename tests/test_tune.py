@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -218,6 +219,24 @@ def test_importing_the_package_and_the_trial_callbacks_does_not_import_optuna():
 
 
 # -- studies of real trials -----------------------------------------------------------------------------------
+def test_each_trials_run_holds_the_trials_lock_so_a_killed_tune_leaves_it_locked_until_the_run_ends(
+        tmp_path, monkeypatch):
+    from zoo.tune import trials as trials_module
+
+    held: list[str] = []
+    start = trials_module.ChildRuns.start
+
+    def recording(self, key, command, env=None, hold=None):
+        held.append("none" if hold is None else os.readlink(f"/proc/self/fd/{hold}"))
+        return start(self, key, command, env, hold=hold)
+
+    monkeypatch.setattr(trials_module.ChildRuns, "start", recording)
+    assert tune("--config", str(_config(tmp_path, budget=512, tune=f"dict(space={SPACE}, pruner='none')")),
+                "--trials", "2") == 0
+    locks = tmp_path / "runs" / "tiny" / ".locks"
+    assert held == [str(locks / "trial_0.lock"), str(locks / "trial_1.lock")]
+
+
 @pytest.mark.slow
 def test_a_study_runs_its_trials_as_run_directories_and_reports_them(tmp_path, capsys):
     config = _config(tmp_path)

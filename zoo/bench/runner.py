@@ -6,7 +6,9 @@ suites share, such as ``sac_hopper`` in ``mujoco`` and ``ace``, is one set of ru
 ``zoo.run.children.ChildRuns``: the children die with the runner (SIGTERM, so that they save), however it dies, and
 each ``zoo run``'s summary (where it trained) is read from a file, not parsed from its output.
 Started again after a kill or Ctrl-C, the runner first waits (at most ``RELEASE_WAIT_S`` seconds in all) for the
-children of the killed runner to let go of their run directories, then looks at each one and does only what is left:
+children of the killed runner to let go of their runs (each child holds its run's lock as well as its run directory's:
+one killed while still starting has no directory yet, but its lock), then looks at each one and does only what is
+left:
 
 - no directory: train it (a new run, into exactly ``seed_<k>``: never ``seed_<k>_2``);
 - a directory that trained nothing (killed before its config.yaml, holding nothing but dot files; or before its
@@ -193,7 +195,8 @@ class Bench:
               f"about {eta:.0f} min left", file=self.stream, flush=True)
 
     def _start(self, run: Run) -> None:
-        self.children.start(run.label, run.steps.pop(0))
+        # The child holds the run's lock too: killed, this runner leaves it to the child until the child has ended.
+        self.children.start(run.label, run.steps.pop(0), hold=self.locks.held[run.label])
         self.active[run.label] = run
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -205,7 +208,7 @@ class Bench:
         run has steps left to start, with its lock held; else (done, failed, or another runner's) without it."""
         run.steps, run.kept_at, run.error = [], None, None
         try:
-            holder = self.locks.take(run.label, max(lock_deadline, time.monotonic() + LOOK_WAIT_S))
+            holder = self.locks.take(run.label, max(lock_deadline, time.monotonic() + LOOK_WAIT_S), deadline)
         except ZooError as exc:
             holder, run.error = None, str(exc)
         if holder is not None:

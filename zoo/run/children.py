@@ -129,9 +129,12 @@ class Child(subprocess.Popen):
         return Ended([str(arg) for arg in self.args], int(self.returncode), output, summary, error_line(output))
 
 
-def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Child:
+def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+                hold: int | None = None) -> Child:
     """Start ``command`` as a child that dies with this process (see the module docstring); ``env`` replaces the
-    environment (default: this process's), with ``OPENBLAS_NUM_THREADS=1`` unless it sets it."""
+    environment (default: this process's), with ``OPENBLAS_NUM_THREADS=1`` unless it sets it. ``hold``: the
+    descriptor of a lock (an ``flock``) the child keeps open for as long as it lives, so that the lock outlives a
+    killed parent until its child, saving on its SIGTERM, has ended."""
     environment = dict(os.environ if env is None else env)
     environment.setdefault("OPENBLAS_NUM_THREADS", "1")
     summary_dir, summary_lock = owned_temp_folder(CHILD_FOLDER_PREFIX)
@@ -139,7 +142,8 @@ def start_child(command: Sequence[str], env: Mapping[str, str] | None = None, cw
     output = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - the child's
     try:
         child = Child(list(command), stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                      env=environment, cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
+                      env=environment, cwd=cwd, start_new_session=True, preexec_fn=die_with_parent,
+                      pass_fds=() if hold is None else (hold,))
     except BaseException:
         output.close()
         shutil.rmtree(summary_dir, ignore_errors=True)
@@ -162,11 +166,12 @@ class ChildRuns:
     def __contains__(self, key: Hashable) -> bool:
         return key in self.active
 
-    def start(self, key: Hashable, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-        """Start ``command`` for ``key`` (``start_child``)."""
+    def start(self, key: Hashable, command: Sequence[str], env: Mapping[str, str] | None = None,
+              hold: int | None = None) -> None:
+        """Start ``command`` for ``key`` (``start_child``, ``hold`` included)."""
         if key in self.active:
             raise RuntimeError(f"a child for {key!r} is running")  # the runner's bookkeeping is wrong
-        self.active[key] = start_child(command, env)
+        self.active[key] = start_child(command, env, hold=hold)
 
     def ended(self) -> list[tuple[Hashable, Ended]]:
         """The children that have ended since the last call, with their outcome, in the order they were started."""

@@ -5,18 +5,19 @@ Layout: ``<runs_dir>/<study>/trial_<k>/`` (with several seeds ``trial_<k>/seed_<
 the objective their mean), beside ``base_config.yaml`` (the config every trial starts from) and ``.locks/``.
 
 Which trial is whose. Optuna leaves a trial RUNNING forever when the process that asked for it dies, so each trial
-records its run directory and host (user attributes ``zoo_run_dir``, ``zoo_host``), and the ``zoo tune`` process
-that runs it holds an flock on ``.locks/trial_<k>.lock`` for as long as it does (the OS releases it when the process
-dies, however it dies). A RUNNING trial whose recorded run directory is exactly ``<study>/trial_<its number>`` here
-(this host, or a run directory this machine sees) and whose lock no process holds is this study's own stale trial:
-it is adopted and continued with the same parameters (only the space's, each checked against its distribution: a
-trial holding anything else fails, never runs), each seed's run directory as far as it got: ``model.pt`` there:
-finished (its metrics give the objective); ``config.yaml`` there: ``zoo run --resume`` (from its checkpoint, never
-from the start); a directory killed before its config: trained afresh. The rows are data (``ownership``): a row zoo
-could not have written fails, and the only folder ever removed is the job's own config-less seed directory. A trial
-the pruner pruned records it first (``zoo_pruned_at``), so a kill between the prune and the ``tell`` still ends it
-pruned. A RUNNING trial without a run directory (killed between Optuna's ask and the first attribute, a few
-milliseconds) never trained: after a minute it is marked failed.
+records its run directory and host (user attributes ``zoo_run_dir``, ``zoo_host``), and the ``zoo tune`` process that
+runs it holds an flock on ``.locks/trial_<k>.lock`` for as long as it does, and so does the trial's running ``zoo run``
+child (the OS releases it once both have ended, however they end: a rerun started at once after a kill never starts the
+trial's seed beside the killed process's run, still starting or saving). A RUNNING trial whose recorded run directory is
+exactly ``<study>/trial_<its number>`` here (this host, or a run directory this machine sees) and whose lock no process
+holds is this study's own stale trial: it is adopted and continued with the same parameters (only the space's, each
+checked against its distribution: a trial holding anything else fails, never runs), each seed's run directory as far as
+it got: ``model.pt`` there: finished (its metrics give the objective); ``config.yaml`` there: ``zoo run --resume`` (from
+its checkpoint, never from the start); a directory killed before its config: trained afresh. The rows are data
+(``ownership``): a row zoo could not have written fails, and the only folder ever removed is the job's own config-less
+seed directory. A trial the pruner pruned records it first (``zoo_pruned_at``), so a kill between the prune and the
+``tell`` still ends it pruned. A RUNNING trial without a run directory (killed between Optuna's ask and the first
+attribute, a few milliseconds) never trained: after a minute it is marked failed.
 
 New trials are asked for only while completed + pruned + running trials (of every process of the study) are fewer
 than ``--trials``, so the study ends with exactly that many completed-or-pruned trials; with nothing to run here and
@@ -240,8 +241,9 @@ class Tuner:
                 command = self._command(job, index)
             except Refused as exc:
                 return self._finish(job, self.state.FAIL, str(exc), counts=False)
-            # Its own session: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
-            self.children.start(job.number, command, env)
+            # Its own session: a Ctrl-C in the terminal reaches this process alone, which passes it on once. It holds
+            # the trial's lock too: a kill of this process leaves the trial locked until the run has saved and ended.
+            self.children.start(job.number, command, env, hold=job.lock.fileno())
             self.active[job.number] = job
             return None
         mean = sum(job.results) / len(job.results)
