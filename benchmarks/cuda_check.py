@@ -16,6 +16,10 @@ Overview:
 
     python benchmarks/cuda_check.py [--device cuda] [--out DIR] [--measured 1000] [--base DIR] [--profile]
     (``--device cpu`` runs the same harness without a GPU, for a dry run of the script itself)
+
+    ACE at its authors' settings (3 x 1024, batch 512; its cost per env step and for 1M steps), part 1 alone:
+    python benchmarks/cuda_check.py --config configs/sac_ace_official_hopper.py --skip-smoke \
+        --contenders cuda_eager cuda_graphs cuda_graphs_bf16 --measured 2000
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ def speed(out: Path, args: argparse.Namespace) -> list[dict]:
                    "--compile", compile_mode, "--precision", precision, "--graphs", graphs,
                    "--zoo", args.base if name.startswith("base_") else str(ROOT), "--random", str(args.random),
                    "--warmup", str(args.warmup), "--timed", str(args.measured), "--report", str(out / "profiles.txt")]
+        if args.config:
+            command += ["--config", args.config]
         if profiled and args.profile:
             command.append("--profile")
         start = time.perf_counter()
@@ -138,6 +144,8 @@ def main() -> None:
     parser.add_argument("--contenders", nargs="*", help="only these speed contenders (default: all)")
     parser.add_argument("--base", default=None, help="a checkout to compare against (its contenders: base_NAME)")
     parser.add_argument("--profile", action="store_true", help="profile the profiled contenders (cuda_graphs)")
+    parser.add_argument("--config", default=None, help="time this off-policy config in part 1 instead of SAC "
+                        "256x256 (e.g. configs/sac_ace_official_hopper.py: ACE at its authors' settings)")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-smoke", action="store_true")
     parser.add_argument("--smoke-configs", nargs="*", help="only these smoke configs (default: all)")
@@ -159,8 +167,9 @@ def main() -> None:
     results = {"facts": facts, "speed": [] if args.skip_speed else speed(out, args),
                "smoke": [] if args.skip_smoke else smoke(runs, args)}
     (out / "cuda_check.json").write_text(json.dumps(results, indent=1))
-    print("\nSAC Hopper-v5 (256x256, batch 256, 1 update per env step): loop = learning steps (env step + update)"
-          " per second; updates = learning calls of one update per second, no env step")
+    timed = args.config or "SAC Hopper-v5 (256x256, batch 256, 1 update per env step)"
+    print(f"\n{timed}: loop = learning steps (env step + update) per second; updates = learning calls of one update "
+          "per second, no env step")
     base = {key: next((r.get(key) for r in results["speed"] if r["contender"] == "cpu_eager"), None)
             for key in ("loop_steps_per_s", "updates_per_s")}
     for r in results["speed"]:
@@ -170,6 +179,8 @@ def main() -> None:
             ratio = f" ({value / base[key]:.2f}x)" if value and base[key] else ""
             cells.append(f"{value if value is not None else 'failed':>8}{ratio:<9}")
         extra = f"compile {r.get('compile_seconds')} s" if r.get("compile_seconds") else ""
+        if r.get("loop_steps_per_s"):  # the loop's rate alone: no evaluations, no causal fits
+            extra += f" (1M steps: {1e6 / r['loop_steps_per_s'] / 3600:.1f} h)"
         print(f"  {r['contender']:<22} loop {cells[0]} updates {cells[1]} {extra}")
     print("smoke:", " ".join(f"{r['config']}:{'ok' if r.get('resume_exit') == 0 else 'FAIL'}"
                              for r in results["smoke"]))

@@ -8,7 +8,12 @@ with ``--profile``, one iteration under cProfile (the host's time per function) 
 the run's final replay, back to back with no env step (updates per second: the learning step alone, its per-call
 work included). Prints one JSON line; appends the profiles to ``--report``.
 
+With ``--config FILE`` the run is that config's (its env, networks, batch, update intervals: say ACE at its
+authors' settings, ``configs/sac_ace_official_hopper.py``) with the same phases: the file's random steps, replay
+size, evaluations and checkpoints give way to the phases above.
+
     python benchmarks/cuda_loop.py --name cuda_graphs --device cuda --compile on [--zoo PATH] [--profile]
+        [--config configs/sac_ace_official_hopper.py]
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=300)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--report", default=None, help="text file the profiles are appended to")
+    parser.add_argument("--config", default=None, help="an off-policy config file to time instead of SAC 256x256")
     args = parser.parse_args()
     os.environ["ZOO_CUDA_GRAPHS"] = args.graphs
     sys.path.insert(0, args.zoo)
@@ -128,13 +134,17 @@ def main() -> None:
     SerialOffPolicyPipeline.iterate = iterate
     runs = Path(tempfile.mkdtemp(prefix="zoo_cuda_loop_"))
     steps = len(phases) * STEPS_PER_ITERATION
-    config = {"exp_name": args.name, "seed": 0, "runs_dir": str(runs), "device": args.device, "torch_threads": 1,
-              "env": {"id": "Hopper-v5"},
-              "policy": {"type": "sac", "hidden_sizes": [256, 256], "batch_size": 256, "compile": args.compile,
-                         "precision": args.precision},
-              "pipeline": {"buffer_size": steps, "learning_starts": args.random,
-                           "steps_per_iteration": STEPS_PER_ITERATION, "max_env_steps": steps, "eval_every": 0,
-                           "checkpoint_every": 0, "save_replay": False}}
+    config = {"env": {"id": "Hopper-v5"}, "policy": {"type": "sac", "hidden_sizes": [256, 256], "batch_size": 256}}
+    if args.config:
+        from zoo.config import load_config_file
+
+        config = json.loads(json.dumps(load_config_file(args.config)))
+        config["pipeline"].pop("random_steps", None)  # the phases' random steps instead
+    config.update({"exp_name": args.name, "seed": 0, "runs_dir": str(runs), "device": args.device, "torch_threads": 1})
+    config["policy"].update({"compile": args.compile, "precision": args.precision})
+    config.setdefault("pipeline", {}).update({
+        "buffer_size": steps, "learning_starts": args.random, "steps_per_iteration": STEPS_PER_ITERATION,
+        "max_env_steps": steps, "eval_every": 0, "checkpoint_every": 0, "save_replay": False})
     path = runs / "config.json"
     path.write_text(json.dumps(config))
     code = zoo_main(["run", "--config", str(path), "-q"])
