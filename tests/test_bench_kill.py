@@ -217,7 +217,8 @@ def test_wait_for_release_waits_for_the_lock_holder_and_is_bounded(tmp_path):
     holder.wait()
 
 
-def test_a_run_lock_passed_to_a_child_outlives_its_killed_runner_and_a_rerun_waits_for_that_child(tmp_path):
+@pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "zombie"])
+def test_a_run_lock_passed_to_a_child_outlives_its_killed_runner_and_a_rerun_waits_for_that_child(tmp_path, reaped):
     # The runner is killed while its child is still starting (or saving): the child, not the ended runner, decides
     # when the run is free, so a rerun started at once never trains the seed beside it.
     path, started, done = tmp_path / "run.lock", tmp_path / "started", tmp_path / "done"
@@ -235,13 +236,18 @@ def test_a_run_lock_passed_to_a_child_outlives_its_killed_runner_and_a_rerun_wai
         assert time.monotonic() < deadline, "the child never started"
         time.sleep(0.01)
     killed.kill()
-    killed.wait()
+    if reaped:
+        killed.wait()
+    else:  # killed, not yet reaped by its parent: ended all the same
+        while _alive(killed.pid):
+            time.sleep(0.01)
     lock, holder = take_lock(path, time.monotonic())  # no wait for orphans: refused, and said why
     assert lock is None and holder == f"{killed.pid}, ended, its child still holding it"
     lock, _ = take_lock(path, time.monotonic(), time.monotonic() + 20)
     assert lock is not None and done.exists() and not _alive(pid)  # taken once the child had ended, not before
     assert os.pread(lock, 300, 0).decode().split()[0] == str(os.getpid())
     os.close(lock)
+    killed.wait()
 
 
 def test_the_bench_passes_each_runs_lock_to_the_child_it_starts_for_it(configs, tmp_path):

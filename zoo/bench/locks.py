@@ -56,11 +56,13 @@ def _holder(descriptor: int) -> tuple[str, bool]:
         return f"{pid} on {host}", False  # not ours to look up
     try:
         os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return f"{pid}, ended, its child still holding it", True
-    except (PermissionError, OverflowError):
-        pass
-    return pid, False
+        with open(f"/proc/{pid}/stat", "rb") as stat:  # a zombie (killed, not yet reaped) has ended too
+            ended = stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (ProcessLookupError, FileNotFoundError):
+        ended = True
+    except (OSError, OverflowError, IndexError):  # another user's process; no /proc here
+        ended = False
+    return (f"{pid}, ended, its child still holding it", True) if ended else (pid, False)
 
 
 def take_lock(path: Path, deadline: float = 0.0, orphans_until: float = 0.0) -> tuple[int | None, str]:
