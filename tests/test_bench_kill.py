@@ -224,7 +224,7 @@ def test_a_run_lock_passed_to_a_child_outlives_its_killed_runner_and_a_rerun_wai
     path, started, done = tmp_path / "run.lock", tmp_path / "started", tmp_path / "done"
     child = ("import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
              "pathlib.Path(sys.argv[1]).touch(); time.sleep(1.5); pathlib.Path(sys.argv[2]).touch()")
-    runner_script = ("import sys, time, pathlib; from zoo.bench.locks import RunLocks, take_lock; "
+    runner_script = ("import sys, time, pathlib; from zoo.bench.locks import take_lock; "
                      "from zoo.run.children import start_child; "
                      f"lock, _ = take_lock(pathlib.Path({str(path)!r})); "
                      f"child = start_child([sys.executable, '-c', {child!r}, {str(started)!r}, {str(done)!r}], "

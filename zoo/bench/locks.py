@@ -69,8 +69,8 @@ def take_lock(path: Path, deadline: float = 0.0, orphans_until: float = 0.0) -> 
     """``(descriptor, "")`` once the lock file ``path`` is locked here (this process's pid and host written in it),
     trying until ``deadline`` (``time.monotonic()``: a runner killed a moment ago may have left a child between fork
     and exec that holds it for an instant), and until ``orphans_until`` while the process that wrote it has ended
-    (its children, saving on their SIGTERM, hold it as long as they live); ``(None, holder)`` with the pid of the
-    process that holds it (``"?"``)."""
+    (its children, saving on their SIGTERM, hold it as long as they live); ``(None, holder)`` naming the process that
+    holds it (``_holder``: its pid, its host when another, ``"?"``)."""
     descriptor = open_lock_file(path)
     while True:
         try:
