@@ -139,11 +139,11 @@ def main() -> None:
         from zoo.config import load_config_file
 
         config = json.loads(json.dumps(load_config_file(args.config)))
-        config["pipeline"].pop("random_steps", None)  # the phases' random steps instead
     config.update({"exp_name": args.name, "seed": 0, "runs_dir": str(runs), "device": args.device, "torch_threads": 1})
     config["policy"].update({"compile": args.compile, "precision": args.precision})
     config.setdefault("pipeline", {}).update({
-        "buffer_size": steps, "learning_starts": args.random, "steps_per_iteration": STEPS_PER_ITERATION,
+        "buffer_size": steps, "learning_starts": args.random, "random_steps": None,  # random until learning_starts
+        "steps_per_iteration": STEPS_PER_ITERATION,
         "max_env_steps": steps, "eval_every": 0, "checkpoint_every": 0, "save_replay": False})
     path = runs / "config.json"
     path.write_text(json.dumps(config))
