@@ -18,9 +18,11 @@ at 1024 inputs); zoo counts updates from 1, the code from 0, so its every-2nd up
 
 Cost here (2-core AMD EPYC, one thread, 200 updates timed after the first compile, 2026-11-27; measured on Hopper's
 config; HalfCheetah's 17-d observations and 6-d actions change little): 208 ms per env step eager fp32, 170 compiled
-fp32, 101 compiled bf16, so 1M steps take about 58, 47 or 28 hours before evaluations and causal fits. Not yet
-measured on a GPU (the device check ran SAC Hopper at 256x256: 237 steps/s compiled with CUDA graphs,
-docs/speed.md). This file is what to run where a GPU is at hand."""
+fp32, 101 compiled bf16, so 1M steps take about 58, 47 or 28 hours before evaluations and causal fits. On a GPU an
+estimate, not yet a measurement: one update is about 29 GFLOP, at least 0.4 ms at an H100's fp32 peak, beside the
+2.2 ms of host work per step that the device check measured for SAC Hopper at 256x256 (docs/speed.md): about 1 hour
+for 1M steps, plus up to half an hour of evaluations; `python benchmarks/cuda_check.py --config <this file>
+--skip-smoke` measures it. This file is what to run where a GPU is at hand."""
 
 config = dict(
     exp_name="sac_ace_official_halfcheetah",
