@@ -21,7 +21,9 @@ config; HalfCheetah's 17-d observations and 6-d actions change little): 208 ms p
 fp32, 101 compiled bf16, so 1M steps take about 58, 47 or 28 hours before evaluations and causal fits. On a GPU an
 estimate, not yet a measurement: one update is about 29 GFLOP, at least 0.4 ms at an H100's fp32 peak, beside the
 2.2 ms of host work per step that the device check measured for SAC Hopper at 256x256 (docs/speed.md): about 1 hour
-for 1M steps, plus up to half an hour of evaluations; `python benchmarks/cuda_check.py --config <this file>
+for 1M steps, plus up to half an hour of evaluations and about 5 minutes of waiting for the causal fits (100 of
+them; one fit on HalfCheetah's 10k x 24 columns took 3.6 s here, on a loaded machine, against 0.36 s on Hopper's,
+and training waits for what is left of it after 200 updates); `python benchmarks/cuda_check.py --config <this file>
 --skip-smoke` measures it. This file is what to run where a GPU is at hand."""
 
 config = dict(
