@@ -12,10 +12,11 @@ Seed 0 to 60k here (508 s, one core): 10-episode evals 16 at 5k-10k (random step
 35k, 322 at 50k: the same plateau, so it is TD3 with this budget and noise, not a zoo bug (TD3's deterministic
 actor with small Gaussian noise explores Hopper less than SAC's entropy-tuned one early on).
 
-Bench (`zoo bench mujoco --entries td3_hopper`: this file at 200k, 5 seeds, 2026-11-27): final evals 627/788/625/
-3204/501, IQM 680 [542, 2399]; the take-off after the plateau comes late and varies by seed. SB3's TD3 at these
-settings, seeds 0-3 at 200k: 2624/1099/2460/3303 (higher on 3 of 4; Mann-Whitney p 0.11); its update matches zoo's
-to float32 rounding (benchmarks/td3_update_parity.py). rl-zoo's benchmark reports TD3 Hopper-v3 3606 at 1M steps."""
+Bench (`zoo bench mujoco --entries td3_hopper`: this file at 200k, 10 seeds, 2026-11-27/28): final evals
+627/788/625/3204/501/1271/705/313/2680/412, IQM 753 [516, 1787]; the take-off after the plateau comes late, on some
+seeds only. SB3's TD3 at these settings, seeds 0-3 at 200k: 2624/1099/2460/3303 (Mann-Whitney p 0.08 against zoo's
+10); its update matches zoo's to float32 rounding (benchmarks/td3_update_parity.py). rl-zoo's benchmark reports TD3
+Hopper-v3 3606 at 1M steps."""
 
 config = dict(
     exp_name="td3_hopper",
