@@ -15,20 +15,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import new_policy
+from test_sac import ACT_SPACE, OBS_DIM, OBS_SPACE, make_replay
+from torch.nn.utils import parameters_to_vector
 
 from zoo.config import load_config_file
 from zoo.config.resolve import resolve_config
-from zoo.data import ReplayBuffer, Transitions
 from zoo.policies import LearnContext, SACACEPolicy, SACPolicy
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-OBS_SPACE = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
-ACT_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
-def _actor_matrices(policy) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _actor_matrices(actor) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(weight as (fan_out, fan_in), bias) of each actor layer."""
-    return [(layer.weight.detach(), layer.bias.detach()) for layer in policy.actor.layers]
+    return [(layer.weight.detach(), layer.bias.detach()) for layer in actor.layers]
 
 
 def _critic_matrices(critic) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -57,7 +56,7 @@ def _assert_orthogonal(weight: torch.Tensor) -> None:
 def test_init_draws_every_actor_and_critic_weight_by_its_rule_with_zero_biases(init):
     check = _assert_xavier if init == "xavier" else _assert_orthogonal
     policy = new_policy(SACPolicy, OBS_SPACE, ACT_SPACE, seed=3, hidden_sizes=[96, 80], init=init)
-    layers = _actor_matrices(policy) + _critic_matrices(policy.critic)
+    layers = _actor_matrices(policy.actor) + _critic_matrices(policy.critic)
     assert len(layers) == 3 + 2 * 3
     for weight, bias in layers:
         check(weight)
@@ -68,20 +67,20 @@ def test_init_draws_every_actor_and_critic_weight_by_its_rule_with_zero_biases(i
         assert torch.equal(got, want)  # the targets start as copies
     # the default is nn.Linear's: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), biases too; neither rule above
     default = new_policy(SACPolicy, OBS_SPACE, ACT_SPACE, seed=3, hidden_sizes=[96, 80])
-    for weight, bias in _actor_matrices(default) + _critic_matrices(default.critic):
+    for weight, bias in _actor_matrices(default.actor) + _critic_matrices(default.critic):
         assert bias.any() and weight.abs().max() <= 1.0 / math.sqrt(weight.shape[1])
     with pytest.raises(AssertionError):
-        _assert_xavier(_actor_matrices(default)[1][0])
+        _assert_xavier(_actor_matrices(default.actor)[1][0])
     with pytest.raises(AssertionError):
-        _assert_orthogonal(_actor_matrices(default)[1][0])
+        _assert_orthogonal(_actor_matrices(default.actor)[1][0])
 
 
 def test_input_activation_follows_the_first_hidden_layer_only():
     policy = new_policy(SACPolicy, OBS_SPACE, ACT_SPACE, seed=4, hidden_sizes=[16, 12, 8], activation="relu",
                         input_activation="elu")
-    obs, action = torch.randn(7, 5), torch.rand(7, 3) * 2 - 1
+    obs, action = torch.randn(7, OBS_DIM), torch.rand(7, ACT_SPACE.shape[0]) * 2 - 1
     x = obs
-    layers = _actor_matrices(policy)
+    layers = _actor_matrices(policy.actor)
     for k, (weight, bias) in enumerate(layers[:-1]):
         x = (F.elu if k == 0 else F.relu)(x @ weight.T + bias)
     mu, log_std = (x @ layers[-1][0].T + layers[-1][1]).chunk(2, dim=-1)
@@ -97,17 +96,6 @@ def test_input_activation_follows_the_first_hidden_layer_only():
         torch.testing.assert_close(policy.critic(obs, action)[e], x @ weight.T + bias)
 
 
-def _replay(n: int = 32) -> ReplayBuffer:
-    rng = np.random.default_rng(0)
-    replay = ReplayBuffer(n, (5,), (3,))
-    replay.add(Transitions(obs=rng.normal(size=(n, 5)).astype(np.float32),
-                           action=rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-                           reward=rng.normal(size=n).astype(np.float32),
-                           next_obs=rng.normal(size=(n, 5)).astype(np.float32),
-                           terminated=np.zeros(n, bool), truncated=np.zeros(n, bool)))
-    return replay
-
-
 def test_a_reset_mixes_in_fresh_networks_drawn_by_reset_init(monkeypatch):
     policy = new_policy(SACACEPolicy, OBS_SPACE, ACT_SPACE, seed=5, hidden_sizes=[24, 16], batch_size=8,
                         init="xavier", reset_init="orthogonal", causal_weights=False, reset_interval=2,
@@ -116,7 +104,7 @@ def test_a_reset_mixes_in_fresh_networks_drawn_by_reset_init(monkeypatch):
     new_actor, new_critic = policy._new_actor, policy._new_critic
 
     def snapshot() -> dict[str, torch.Tensor]:
-        return {name: torch.cat([p.detach().reshape(-1) for p in getattr(policy, name).parameters()]).clone()
+        return {name: parameters_to_vector(getattr(policy, name).parameters()).detach().clone()
                 for name in ("actor", "critic", "target")}
 
     def record_actor(init=None):
@@ -130,19 +118,19 @@ def test_a_reset_mixes_in_fresh_networks_drawn_by_reset_init(monkeypatch):
 
     monkeypatch.setattr(policy, "_new_actor", record_actor)
     monkeypatch.setattr(policy, "_new_critic", record_critic)
-    replay = _replay()
+    replay = make_replay()
     assert "resets" not in policy.learn(replay, LearnContext(updates=1)) and not drawn
     metrics = policy.learn(replay, LearnContext(updates=1))
     assert metrics["resets"] == 1.0 and [(kind, init) for kind, init, _ in drawn] == [
         ("actor", "orthogonal"), ("critic", "orthogonal"), ("critic", "orthogonal")]
     actor, critic, target = (module for _, _, module in drawn)
-    for weight, bias in _actor_matrices(type("P", (), {"actor": actor})) + _critic_matrices(critic):
+    for weight, bias in _actor_matrices(actor) + _critic_matrices(critic):
         _assert_orthogonal(weight)
         assert not bias.any()
     factor = metrics["reset_factor"]
     after = snapshot()
     for name, fresh in (("actor", actor), ("critic", critic), ("target", target)):
-        fresh_flat = torch.cat([p.detach().reshape(-1) for p in fresh.parameters()])
+        fresh_flat = parameters_to_vector(fresh.parameters()).detach()
         torch.testing.assert_close(after[name], factor * before[name] + (1.0 - factor) * fresh_flat)
     assert not torch.equal(after["critic"], after["target"])  # the targets get a fresh draw of their own
 
@@ -165,12 +153,12 @@ def test_the_official_configs_build_ace_as_its_authors_code(name, obs_dim, actio
     torch.manual_seed(0)
     policy = SACACEPolicy(cfg.policy, obs, act, torch.device("cpu"))
     try:
-        assert [tuple(w.shape) for w, _ in _actor_matrices(policy)] == [
+        assert [tuple(w.shape) for w, _ in _actor_matrices(policy.actor)] == [
             (1024, obs_dim), (1024, 1024), (1024, 1024), (2 * action_dim, 1024)]
         assert [tuple(w.shape) for w in policy.critic.weights] == [
             (2, obs_dim + action_dim, 1024), (2, 1024, 1024), (2, 1024, 1024), (2, 1024, 1)]
         assert policy.actor.activation_names == ["elu", "relu", "relu"]
-        for weight, bias in _actor_matrices(policy)[:2] + _critic_matrices(policy.critic)[:2]:
+        for weight, bias in _actor_matrices(policy.actor)[:2] + _critic_matrices(policy.critic)[:2]:
             _assert_xavier(weight)
             assert not bias.any()
     finally:
