@@ -155,7 +155,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))  # run from a checkout
     import torch
 
-    from zoo.policies.compiled import compiler_status
+    from zoo.accel.compiled import compiler_status
 
     facts = {"torch": torch.__version__, "cuda": torch.cuda.is_available(), "compiler": compiler_status() or "ok"}
     if torch.cuda.is_available():

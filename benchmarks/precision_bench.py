@@ -27,10 +27,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from easydict import EasyDict  # noqa: E402
 
+from zoo.accel.precision import native_bf16  # noqa: E402
 from zoo.data import ReplayBuffer, Transitions  # noqa: E402
 from zoo.plugins import load_plugins  # noqa: E402
 from zoo.policies.base import LearnContext  # noqa: E402
-from zoo.policies.precision import native_bf16  # noqa: E402
 from zoo.registry import POLICY_REGISTRY  # noqa: E402
 
 BOX3 = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)

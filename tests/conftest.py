@@ -40,7 +40,7 @@ def _compile_everything(monkeypatch):
     if os.environ.get("ZOO_TEST_COMPILE") != "on":
         yield
         return
-    from zoo.policies import compiled
+    from zoo.accel import compiled
 
     original = compiled.resolve_compile
     monkeypatch.setattr(compiled, "resolve_compile",

@@ -1,4 +1,4 @@
-"""The learning step compiled (zoo.policies.compiled): when ``policy.compile`` compiles, what a failed compile does,
+"""The learning step compiled (zoo.accel.compiled): when ``policy.compile`` compiles, what a failed compile does,
 and -- where a compiler works here -- that compiled and eager updates agree within float rounding over hundreds of
 updates (SAC, SAC-ACE with its causal weights and a reset, TD3's two graphs, DQN one-step and n-step) and that a
 compiled run resumes exactly."""
@@ -15,12 +15,13 @@ import pytest
 import torch
 from easydict import EasyDict
 
+from zoo.accel import compiled as compiled_module
+from zoo.accel import settings
+from zoo.accel.compiled import AUTO_MIN_UPDATES, CompiledStep, compiler_status, resolve_compile
+from zoo.accel.matmul import ensemble_mlp
 from zoo.data import ReplayBuffer, Transitions
 from zoo.errors import ConfigError
 from zoo.policies import DQNPolicy, LearnContext, OffPolicyPolicy, SACACEPolicy, SACPolicy, TD3Policy
-from zoo.policies import compiled as compiled_module
-from zoo.policies.compiled import AUTO_MIN_UPDATES, CompiledStep, compiler_status, resolve_compile
-from zoo.policies.matmul import ensemble_mlp
 from zoo.run import train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -73,9 +74,15 @@ def test_the_cpu_graph_is_built_with_a_cpp_wrapper_and_cuda_graphs_are_not(monke
     assert seen[-1]["cpp_wrapper"] is True and step.record()["cpp_wrapper"] is True
     step = CompiledStep(lambda x: x, "Toy's learning step", required=False, device=torch.device("cuda"))
     assert "cpp_wrapper" not in seen[-1] and step.record()["cpp_wrapper"] is False
-    monkeypatch.setenv("ZOO_CPP_WRAPPER", "0")
-    step = CompiledStep(lambda x: x, "Toy's learning step", required=False, device=CPU)
-    assert "cpp_wrapper" not in seen[-1] and step.record()["cpp_wrapper"] is False
+    settings.configure({"cpp_wrapper": False})  # accel.cpp_wrapper=false
+    try:
+        step = CompiledStep(lambda x: x, "Toy's learning step", required=False, device=CPU)
+        assert "cpp_wrapper" not in seen[-1] and step.record()["cpp_wrapper"] is False
+        settings.configure({"cuda_graphs": False})  # accel.cuda_graphs=false
+        step = CompiledStep(lambda x: x, "Toy's learning step", required=False, device=torch.device("cuda"))
+        assert seen[-1]["triton.cudagraphs"] is False and step.record()["cuda_graphs"] is False
+    finally:
+        settings.configure(None)
 
 
 def test_a_cpp_wrapper_the_compiler_cannot_build_falls_back_to_the_python_wrapper(monkeypatch, caplog):
@@ -236,7 +243,7 @@ def test_compiled_and_eager_updates_agree_over_hundreds_of_updates_and_resume_ex
         eager_actions = eager.explore(obs)
         torch.manual_seed(9)
         np.testing.assert_allclose(compiled.explore(obs), eager_actions, rtol=1e-4, atol=1e-5)
-        # SAC and TD3 act in numpy on the CPU (numpy_explore); their acting graph serves the other devices
+        # SAC and TD3 act in numpy on the CPU (acts_in_numpy); their acting graph serves the other devices
         assert compiled.compiled_acting.variants == set()
         torch.manual_seed(9)
         np.testing.assert_allclose(compiled.compiled_acting("acting", obs).numpy(), eager_actions, rtol=1e-4, atol=1e-5)
@@ -259,7 +266,7 @@ def test_compiled_and_eager_updates_agree_over_hundreds_of_updates_and_resume_ex
 def test_the_traced_step_takes_each_flat_buffer_once_and_no_parameter_aliasing_it(name):
     """Parameters that are slices of a flat buffer (FlatOptimizer, target networks) are views made inside the
     graph, so that no two inputs of the traced step share memory: aliased inputs, one mutated, cost a synthetic
-    base per call and keep inductor from capturing a CUDA graph (zoo.policies.flat_views). Traced by dynamo with
+    base per call and keep inductor from capturing a CUDA graph (zoo.accel.flat_views). Traced by dynamo with
     a backend that only records the inputs (no compiler needed)."""
     policy = new_policy(name, "off")
     replay = replay_for(name.startswith("dqn"))
@@ -301,7 +308,9 @@ def test_a_replaced_network_is_seen_by_the_next_learning_call():
     policy.actor = policy._new_actor()  # no optimizer owns its parameters: not swapped
     policy.flat_modules.refresh()
     after = [module for module, *_ in policy.flat_modules.specs]
-    assert policy.actor not in after and len(after) == len(before) - 1
+    # the declared networks are swapped: not the new actor, whose parameters lie in no flat buffer; the old one
+    # stays the actor optimiser's (the network that optimiser steps)
+    assert policy.actor not in after and {id(m) for m in after} == {id(m) for m in before}
     # a parameter moved out of its flat buffer (.data set) takes its network out of the swapped ones too
     policy.critic.weights[0].data = policy.critic.weights[0].detach().clone()
     policy.flat_modules.refresh()

@@ -124,7 +124,7 @@ def test_every_pipeline_has_its_page_with_the_defaults_of_zoo_config(pipeline):
         assert _same_default(default, expected[key]), f"{page.name}: {key} shows {default}; run {COMMAND}"
 
 
-def test_the_base_keys_table_lists_every_top_level_env_and_logger_key():
+def test_the_base_keys_table_lists_every_top_level_env_logger_and_accel_key():
     from zoo.config.resolve import BASE_CONFIG
 
     text = (ROOT / "docs" / "configs.md").read_text(encoding="utf-8")

@@ -51,3 +51,26 @@ def test_what_moved_down_is_still_importable_where_it_was():
     assert zoo.plot.find_runs is zoo.run.view.find_runs
     assert zoo.bench.runs.read_final_returns is zoo.run.view.read_final_returns
     assert (zoo.bench.runs.FINAL_EVAL_FILE, zoo.bench.runs.FINAL_EVAL_EPISODES) == ("final_eval.json", 10)
+
+
+ALGORITHMS = ("sac", "td3", "dqn", "ppo", "a2c", "impala", "dppo", "ace")
+ABOVE_ACCEL = ("zoo.policies", "zoo.pipelines", "zoo.run", "zoo.bench", "zoo.tune", "zoo.export", *COMMANDS)
+
+
+def test_the_acceleration_wing_sits_below_the_policies():
+    """zoo/accel/ is a floor of its own under zoo/policies/ (docs/layout.md): the family bases and the networks apply
+    it; it imports nothing above it."""
+    above = sorted(f"{path.relative_to(ZOO.parent)} -> {name}" for path in (ZOO / "accel").rglob("*.py")
+                   for name in _imports(path) if any(name == a or name.startswith(a + ".") for a in ABOVE_ACCEL))
+    assert above == []
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_an_algorithm_module_imports_nothing_of_the_acceleration_wing_and_reads_no_flag(algorithm):
+    """One seam for speed: the algorithm modules stay the readable eager maths; what makes them fast is applied by
+    their family base (zoo.policies.off_policy, zoo.policies.onpolicy) and declared by their networks."""
+    path = ZOO / "policies" / f"{algorithm}.py"
+    wing = sorted(name for name in _imports(path) if name == "zoo.accel" or name.startswith("zoo.accel."))
+    assert wing == []
+    text = path.read_text(encoding="utf-8")
+    assert "ZOO_" not in text and "os.environ" not in text

@@ -60,7 +60,7 @@ def _policy(action_space: gym.Space, **cfg):
     policy = ImpalaPolicy(config, obs_space, action_space, torch.device("cpu"))
     policy.model.double()
     captured = []
-    policy.optimizer_step = lambda loss, ctx: captured.append(loss) or 0.0  # the loss, not a step
+    policy.optimizer.minimize = lambda loss, *args: captured.append(loss) or loss.detach()  # the loss, not a step
     return policy, captured
 
 
@@ -576,8 +576,8 @@ def test_a_killed_torchrun_actor_stops_the_learner_within_30s_in_one_line(tmp_pa
 
 
 def test_discrete_actors_act_in_numpy_as_the_torch_path_does():
+    from zoo.accel.numpy_acting import NumpyRolloutActor
     from zoo.policies.base import CollectActor
-    from zoo.policies.numpy_actor import NumpyRolloutActor
 
     policy, _ = _policy(gym.spaces.Discrete(3))
     policy.model.float()  # _policy made it float64 (torch path); float32 CPU models act in numpy

@@ -1,4 +1,4 @@
-"""zoo.policies.matmul: float32 products through oneDNN (forced here, whatever the CPU) against float64 references,
+"""zoo.accel.matmul: float32 products through oneDNN (forced here, whatever the CPU) against float64 references,
 values and gradients, the ensemble form against baddbmm, and the cases that keep torch's own product (few rows,
 autocast, tracing for export, float64)."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from zoo.policies import matmul
-from zoo.policies.compiled import compiler_status
+from zoo.accel import matmul
+from zoo.accel.compiled import compiler_status
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def onednn(monkeypatch):
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         pytest.skip("this torch build has no oneDNN")
-    monkeypatch.setattr(matmul, "FP32_PRODUCTS", "onednn")
+    monkeypatch.setattr(matmul, "_mode", "onednn")
 
 
 def spy(monkeypatch) -> list[int]:
@@ -112,7 +112,7 @@ def test_ensemble_mlp_runs_members_apart_with_the_layer_by_layer_numbers(onednn,
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
     for got, want in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
-    monkeypatch.setattr(matmul, "FP32_PRODUCTS", "default")  # torch's products: the batched layers
+    monkeypatch.setattr(matmul, "_mode", "default")  # torch's products: the batched layers
     torch.testing.assert_close(matmul.ensemble_mlp(x, weights, biases, [torch.relu]), ref, rtol=1e-5, atol=1e-5)
     assert len(calls) == 12
 
@@ -136,23 +136,43 @@ def test_torch_keeps_the_products_it_does_well_or_must_export(onednn, monkeypatc
     traced = torch.jit.trace(lambda x: matmul.linear(x, weight), torch.randn(64, 7), check_trace=False)  # export
     assert "zoo::onednn_linear" not in str(traced.graph)
     assert not calls
-    monkeypatch.setattr(matmul, "FP32_PRODUCTS", "default")
+    monkeypatch.setattr(matmul, "_mode", "default")
     matmul.linear(torch.randn(64, 7), weight)
     assert not calls
 
 
-def test_the_choice_follows_the_processor_and_the_variable(monkeypatch):
-    monkeypatch.setattr(matmul, "_cpu_vendor", lambda: "AuthenticAMD")
-    monkeypatch.delenv("ZOO_FP32_PRODUCTS", raising=False)
-    available = torch.backends.mkldnn.is_available()
-    assert matmul._decide() == ("onednn" if available else "default")
-    monkeypatch.setattr(matmul, "_cpu_vendor", lambda: "GenuineIntel")  # MKL's own
-    assert matmul._decide() == "default"
-    monkeypatch.setenv("ZOO_FP32_PRODUCTS", "onednn")
-    assert matmul._decide() == ("onednn" if available else "default")
-    monkeypatch.setenv("ZOO_FP32_PRODUCTS", "default")
-    monkeypatch.setattr(matmul, "_cpu_vendor", lambda: "AuthenticAMD")
-    assert matmul._decide() == "default"
+def test_the_choice_follows_what_the_cpu_does_never_its_vendor(monkeypatch, tmp_path):
+    monkeypatch.setattr(matmul, "_mode", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    available = matmul.torch_internals.onednn_linear_available()
+    timings = {"mkl": 2.0, "onednn": 1.0}  # seconds per measurement: oneDNN twice as fast (MKL's AVX2 path)
+    monkeypatch.setattr(matmul, "_seconds", lambda product: timings["mkl" if product is F.linear else "onednn"])
+    monkeypatch.setattr(matmul, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    assert matmul.set_fp32_products("auto") == ("onednn" if available else "default")
+    assert matmul.fp32_products() == matmul._mode
+    monkeypatch.setattr(matmul, "cpu_flags", lambda: frozenset({"avx2", "fma"}))  # no AVX-512: torch's default
+    assert matmul.set_fp32_products("auto") == "default"
+    assert matmul.set_fp32_products("onednn") == ("onednn" if available else "default")  # asked for
+    assert matmul.set_fp32_products("default") == "default"
+    with pytest.raises(ValueError, match="fp32 products 'fast' is unknown"):
+        matmul.set_fp32_products("fast")
+
+
+def test_the_measurement_needs_its_margin_and_is_kept_per_machine(monkeypatch, tmp_path):
+    cache = tmp_path / "products.json"
+    timings = {"mkl": 1.2, "onednn": 1.0}  # 1.2x: within AUTO_MARGIN, torch's default stays
+    measured = []
+
+    def seconds(product):
+        measured.append(product)
+        return timings["mkl" if product is F.linear else "onednn"]
+    monkeypatch.setattr(matmul, "_seconds", seconds)
+    assert matmul.AUTO_MARGIN > 1.2 and matmul.measured_choice(cache) == "default" and len(measured) == 2
+    timings["mkl"] = 10.0
+    assert matmul.measured_choice(cache) == "default" and len(measured) == 2  # read back, not measured again
+    cache.write_text("not json")
+    assert matmul.measured_choice(cache) == "onednn" and len(measured) == 4  # an unreadable cache: measured anew
+    assert matmul.measured_choice(cache) == "onednn" and len(measured) == 4
 
 
 @pytest.mark.slow  # one compile, a few seconds

@@ -1,4 +1,4 @@
-"""The numpy acting path (zoo.policies.numpy_actor) against the torch reference (``collect``, ``values_of``), on
+"""The numpy acting path (zoo.accel.numpy_acting) against the torch reference (``collect``, ``values_of``), on
 cases where a bug would show: Gaussian actions with a non-unit sigma and several dimensions, near-uniform logits
 (the noise decides every action), a Discrete ``start`` offset; the rollout's values and log-probabilities; and the
 public switch ``numpy_acting``."""
@@ -12,9 +12,10 @@ import torch
 from easydict import EasyDict
 from helpers import new_policy
 
-from zoo.policies import A2CPolicy, PPOPolicy, numpy_actor
+from zoo.accel import numpy_acting as numpy_actor
+from zoo.accel.numpy_acting import NumpyRolloutActor
+from zoo.policies import A2CPolicy, PPOPolicy
 from zoo.policies.base import CollectActor, CollectOutput
-from zoo.policies.numpy_actor import NumpyRolloutActor
 
 OBS_SPACE = gym.spaces.Box(-2.0, 2.0, (2, 3), np.float32)  # not flat: the MLP takes it flattened
 T, B = 5, 32

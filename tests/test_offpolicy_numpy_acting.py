@@ -1,7 +1,8 @@
-"""SAC's and TD3's acting in numpy (``numpy_explore``, ``zoo.policies.numpy_actor.LiveMLP``) against torch's
-``explore_action``: the same noise draws from torch's generator, the same actions up to float rounding, for every
-activation, clamped log-stds and asymmetric action bounds; always the weights of now (updated in place, loaded,
-or a new actor); torch where numpy does not apply."""
+"""SAC's and TD3's acting in numpy (``explore_action`` on arrays: ``OffPolicyPolicy.acts_in_numpy``, the actors' numpy
+forward, ``zoo.accel.numpy_acting.LiveMLP``) against the same ``explore_action`` on tensors: the same noise draws
+from torch's generator, the same actions up to float rounding, for every activation, clamped log-stds and
+asymmetric action bounds; always the weights of now (updated in place, loaded, or a new actor); one formula for both
+(an edited ``explore_action`` changes both); torch where numpy does not apply."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 import torch
 from helpers import new_policy
 
+from zoo.accel.numpy_acting import LiveMLP
 from zoo.data import ReplayBuffer, Transitions
 from zoo.policies import LearnContext, SACACEPolicy, SACPolicy, TD3Policy
-from zoo.policies.numpy_actor import LiveMLP
 
 OBS_SPACE = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
 ACT_SPACE = gym.spaces.Box(np.array([-2.0, 0.0, -0.5], np.float32), np.array([2.0, 1.0, 3.0], np.float32),
@@ -29,9 +30,15 @@ def _torch_actions(policy: SACPolicy, obs: torch.Tensor, seed: int) -> np.ndarra
 
 def _numpy_actions(policy: SACPolicy, obs: torch.Tensor, seed: int) -> np.ndarray:
     torch.manual_seed(seed)
+    assert policy.acts_in_numpy(obs), "explore would not act in numpy"
     actions = policy.explore(obs)
-    assert policy._numpy_actor is not None, "explore did not act in numpy"
+    assert _forward(policy) is not None, "explore did not act in numpy"
     return actions
+
+
+def _forward(policy: SACPolicy) -> LiveMLP | None:
+    """The actor's numpy forward pass (its ``LiveMLP``), None before the first numpy call."""
+    return policy.actor._numpy._mlp
 
 
 @pytest.mark.parametrize("activation, input_activation", [("relu", None), ("tanh", None), ("relu", "elu")])
@@ -67,7 +74,7 @@ def test_numpy_acting_follows_the_weights_updated_in_place_loaded_or_replaced():
     policy = new_policy(SACPolicy, OBS_SPACE, ACT_SPACE, seed=3, **SMALL)
     obs = torch.randn(2, 5)
     _numpy_actions(policy, obs, 0)
-    forward = policy._numpy_actor
+    forward = _forward(policy)
     # learning steps write the weights in place: the same views read them
     replay = ReplayBuffer(64, (5,), (3,))
     rng = np.random.default_rng(0)
@@ -78,7 +85,7 @@ def test_numpy_acting_follows_the_weights_updated_in_place_loaded_or_replaced():
     before = _numpy_actions(policy, obs, 0)
     policy.learn(replay, LearnContext(updates=5))
     after = _numpy_actions(policy, obs, 0)
-    assert policy._numpy_actor is forward and not np.allclose(before, after)
+    assert _forward(policy) is forward and not np.allclose(before, after)
     np.testing.assert_allclose(after, _torch_actions(policy, obs, 0), rtol=1e-5, atol=1e-6)
     # another policy's state loaded in place
     other = new_policy(SACPolicy, OBS_SPACE, ACT_SPACE, seed=4, **SMALL)
@@ -90,7 +97,7 @@ def test_numpy_acting_follows_the_weights_updated_in_place_loaded_or_replaced():
     np.testing.assert_allclose(_numpy_actions(policy, obs, 0), _torch_actions(policy, obs, 0), rtol=1e-5, atol=1e-6)
     policy.actor = policy._new_actor("orthogonal")
     np.testing.assert_allclose(_numpy_actions(policy, obs, 0), _torch_actions(policy, obs, 0), rtol=1e-5, atol=1e-6)
-    assert policy._numpy_actor is not forward
+    assert _forward(policy) is not forward
 
 
 def test_sac_ace_acts_in_numpy_too_and_elsewhere_torch_acts():
@@ -105,9 +112,27 @@ def test_sac_ace_acts_in_numpy_too_and_elsewhere_torch_acts():
             return super().explore_action(obs) + 1.0
 
     shifted = new_policy(Shifted, OBS_SPACE, ACT_SPACE, seed=5, **SMALL)
-    assert shifted.numpy_explore(obs) is None
+    assert not Shifted.numpy_acting and shifted.numpy_explore(obs) is None
     torch.manual_seed(2)
     np.testing.assert_allclose(shifted.explore(obs), _torch_actions(policy, obs, 2) + 1.0, rtol=1e-5, atol=1e-6)
+
+    class Declared(Shifted):  # one that says its explore_action takes arrays acts in numpy with it
+        numpy_acting = True
+
+    declared = new_policy(Declared, OBS_SPACE, ACT_SPACE, seed=5, **SMALL)
+    np.testing.assert_allclose(_numpy_actions(declared, obs, 2), _torch_actions(policy, obs, 2) + 1.0, rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("cls", [SACPolicy, TD3Policy])
+def test_one_formula_an_explore_action_edited_in_place_changes_both_paths(cls, monkeypatch):
+    policy = new_policy(cls, OBS_SPACE, ACT_SPACE, seed=5, **SMALL)
+    obs = torch.randn(3, 5)
+    expected = _torch_actions(policy, obs, 2) * 0.5 + 0.25
+    original = cls.explore_action
+    monkeypatch.setattr(cls, "explore_action", lambda self, obs: original(self, obs) * 0.5 + 0.25)
+    np.testing.assert_allclose(_numpy_actions(policy, obs, 2), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_torch_actions(policy, obs, 2), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_live_mlp_is_the_layers_forward_pass_and_knows_when_it_is_stale():
@@ -147,10 +172,10 @@ def test_td3_numpy_acting_follows_a_replaced_actor():
     policy = new_policy(TD3Policy, OBS_SPACE, ACT_SPACE, seed=7, **SMALL)
     obs = torch.randn(2, 5)
     _numpy_actions(policy, obs, 0)
-    forward = policy._numpy_actor
+    forward = _forward(policy)
     policy.actor.load_state_dict(new_policy(TD3Policy, OBS_SPACE, ACT_SPACE, seed=8, **SMALL).actor.state_dict())
     np.testing.assert_allclose(_numpy_actions(policy, obs, 0), _torch_actions(policy, obs, 0), rtol=1e-5, atol=1e-6)
-    assert policy._numpy_actor is forward  # loaded in place: the same views
+    assert _forward(policy) is forward  # loaded in place: the same views
     policy.actor = type(policy.actor)(5, 3, SMALL["hidden_sizes"])
     np.testing.assert_allclose(_numpy_actions(policy, obs, 0), _torch_actions(policy, obs, 0), rtol=1e-5, atol=1e-6)
-    assert policy._numpy_actor is not forward
+    assert _forward(policy) is not forward

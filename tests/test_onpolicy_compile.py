@@ -1,7 +1,7 @@
-"""The on-policy learners' compiled step (zoo.policies.onpolicy_compile): when ``policy.compile`` compiles PPO, A2C
-and IMPALA, what the pipelines plan, what a skipped step reports, and -- where a compiler works here -- that compiled
-and eager learners agree within float rounding over hundreds of updates, compile one graph whatever autoreset steps
-a rollout drops, and resume exactly."""
+"""The on-policy learners' one update path (zoo.policies.onpolicy, zoo.accel.onpolicy): when ``policy.compile``
+compiles PPO, A2C and IMPALA, what the pipelines plan, what a skipped step reports (one rule, eager and compiled),
+and -- where a compiler works here -- that compiled and eager learners agree within float rounding over hundreds of
+updates, compile one graph whatever autoreset steps a rollout drops, and resume exactly."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from easydict import EasyDict
 from helpers import TIMINGS, metrics_rows
 from torch._dynamo.utils import counters
 
+from zoo.accel import compiled as compiled_module
+from zoo.accel.compiled import compiler_status
+from zoo.accel.onpolicy import mean_rows, pad_rows, resolve_onpolicy_compile
 from zoo.config.resolve import resolve_config
 from zoo.data import Rollout, Unroll
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, NonFiniteError
 from zoo.policies import A2CPolicy, ImpalaPolicy, LearnContext, PPOPolicy
-from zoo.policies import compiled as compiled_module
-from zoo.policies.compiled import compiler_status
-from zoo.policies.onpolicy_compile import mean_rows, pad_rows, resolve_onpolicy_compile
 from zoo.run import build_pipeline, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -114,22 +114,33 @@ def test_compile_on_is_refused_where_the_gradients_are_all_reduced(compiler_pres
     assert policy_of(PPOPolicy, BOX, "auto", samples=32).learn(batch, DataParallel(world_size=2))["updates"] > 0
 
 
-def test_a_non_finite_loss_skips_the_step_and_makes_every_metric_nan():
+def test_a_non_finite_loss_skips_the_step_and_the_learn_call_says_so():
     assert torch.equal(pad_rows(torch.tensor([[1.0], [2.0]]), 4), torch.tensor([[1.0], [2.0], [0.0], [0.0]]))
     column = torch.ones(3)
     assert pad_rows(column, 3) is column and pad_rows(column, None) is column
     policy = policy_of(PPOPolicy, BOX, "off")
-    samples = rollout_of(policy, steps=8, envs=2, invalid=()).valid_samples()
-    columns = (samples.obs, samples.action, samples.policy_output, samples.value, samples.advantage * torch.nan,
-               samples.returns)
+    batch = rollout_of(policy, steps=8, envs=2, invalid=())
+    columns = policy.learning_columns(batch)
+    poisoned = {**columns, "advantage": columns["advantage"] * torch.nan}
     before = policy.optimizer.flat.clone()
-    row = policy.learning_step(columns, torch.arange(8), 0.2)  # the sync-free update, eager
-    assert torch.equal(policy.optimizer.flat, before) and policy.optimizer.steps == 0
-    finite = policy.learning_step((*columns[:4], samples.advantage, columns[5]), torch.arange(8), 0.2)
+    row = policy.update(policy.gather(poisoned, torch.arange(8), None, {"clip": 0.2}), LearnContext())
+    assert torch.isnan(row["loss"]) and torch.equal(policy.optimizer.flat, before) and policy.optimizer.steps == 0
+    finite = policy.update(policy.gather(columns, torch.arange(8), None, {"clip": 0.2}), LearnContext())
     assert not torch.equal(policy.optimizer.flat, before) and policy.optimizer.steps == 1
-    metrics = mean_rows([finite, row], ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"))
-    assert all(np.isnan(value) for value in metrics.values())
-    assert list(mean_rows([finite], ("a", "b", "c", "d", "e")).values()) == finite[:5].tolist()
+    rows = [torch.stack(list(r.values())) for r in (finite, row)]
+    means, skipped = mean_rows(rows, ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"))
+    assert skipped == 1 and means["approx_kl"] == pytest.approx(float((rows[0][3] + rows[1][3]) / 2), nan_ok=True)
+    assert mean_rows(rows[:1], ("a", "b", "c", "d", "e")) == (dict(zip("abcde", rows[0][:5].tolist())), None)
+    # learn: every step with a NaN loss skipped, then one line naming it (what stops the run, its checkpoint kept)
+    after_one = policy.optimizer.flat.clone()
+    with pytest.raises(NonFiniteError, match=r"^the loss is not finite in update 1 of 10 \(metrics "):
+        policy.learn(batch.with_extras(advantage=batch.extras["advantage"] * torch.nan), LearnContext())
+    assert torch.equal(policy.optimizer.flat, after_one) and policy.optimizer.steps == 1
+    # a finite loss with a gradient that is not: the gradient is named
+    policy.model.value_head.weight.register_hook(lambda grad: grad * torch.inf)
+    with pytest.raises(NonFiniteError, match=r"^the gradient is not finite in update 1 of 10"):
+        policy.learn(batch, LearnContext())
+    assert torch.equal(policy.optimizer.flat, after_one)
 
 
 # -- batches --------------------------------------------------------------------------------------------------------
@@ -222,6 +233,12 @@ def test_ppo_compiled_and_eager_agree_over_hundreds_of_minibatch_updates_and_res
     torch.set_rng_state(rng)
     assert learn(resumed, range(8, 11)) == unbroken
     assert torch.equal(flat_state(resumed), flat_state(compiled))
+    # the non-finite rule is eager's: the compiled steps are skipped, and the call names the loss
+    batch = rollout_of(reference, 32, 2, (), seed=0)
+    before = flat_state(compiled)
+    with pytest.raises(NonFiniteError, match=r"^the loss is not finite in update 1 of 32"):
+        compiled.learn(batch.with_extras(advantage=batch.extras["advantage"] * torch.nan), LearnContext())
+    assert torch.equal(flat_state(compiled), before)
 
 
 @pytest.mark.slow

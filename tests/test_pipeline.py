@@ -189,8 +189,8 @@ def test_a_separately_saved_replay_buffer_resumes_exactly_from_its_own_file(tmp_
 def _collect_twice(policy_type: str, env_id: str):
     """The same rollouts (env seed, torch seed) through the numpy rollout actor and, with the public switch off,
     through ``collect`` at every step."""
+    from zoo.accel.numpy_acting import NumpyRolloutActor
     from zoo.policies.base import CollectActor
-    from zoo.policies.numpy_actor import NumpyRolloutActor
     from zoo.registry import POLICY_REGISTRY
 
     results, policies = [], []
@@ -242,8 +242,8 @@ def test_the_rollout_actor_gives_the_rollouts_that_collect_gives_step_by_step(po
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
 def test_the_folded_numpy_forward_equals_the_torch_forward(activation):
+    from zoo.accel.numpy_acting import NumpyActing
     from zoo.policies.networks import ActorCritic
-    from zoo.policies.numpy_actor import NumpyActing
 
     obs_space = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)  # flattened on the way in
     model = ActorCritic(obs_space, gym.spaces.Discrete(4), [5, 7], activation)

@@ -1,4 +1,4 @@
-"""``policy.precision`` of the off-policy family (``zoo.policies.precision``): what ``auto`` picks, bf16 updates that
+"""``policy.precision`` of the off-policy family (``zoo.accel.precision``): what ``auto`` picks, bf16 updates that
 keep fp32 master weights, optimiser state and losses, exact resume within a precision, and the record of the
 choice in the run directory."""
 
@@ -13,12 +13,12 @@ import pytest
 import torch
 from easydict import EasyDict
 
+from zoo.accel import precision as precision_module
+from zoo.accel.precision import AUTO_MIN_BATCH, AUTO_MIN_WIDTH, resolve_precision
 from zoo.data import ReplayBuffer, Transitions
 from zoo.errors import ConfigError
-from zoo.policies import precision as precision_module
 from zoo.policies.base import LearnContext
 from zoo.policies.dqn import DQNPolicy
-from zoo.policies.precision import AUTO_MIN_BATCH, AUTO_MIN_WIDTH, resolve_precision
 from zoo.policies.sac import SACPolicy
 from zoo.policies.td3 import TD3Policy
 from zoo.run import train
@@ -82,11 +82,11 @@ def test_policies_resolve_auto_from_their_own_sizes(monkeypatch):
 
 
 def test_native_bf16_reads_the_cpu_flags(monkeypatch):
-    monkeypatch.setattr(precision_module, "_cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
     assert precision_module.native_bf16(torch.device("cpu"))
-    monkeypatch.setattr(precision_module, "_cpu_flags", lambda: frozenset({"avx512f", "amx_bf16"}))
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx512f", "amx_bf16"}))
     assert precision_module.native_bf16(torch.device("cpu"))
-    monkeypatch.setattr(precision_module, "_cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    monkeypatch.setattr(precision_module, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
     assert not precision_module.native_bf16(torch.device("cpu"))
 
 
@@ -111,11 +111,9 @@ def test_bf16_updates_keep_fp32_state_and_stay_near_fp32(name):
     policy, delta_bf16, metrics = runs["bf16"]
     _, delta_fp32, metrics_fp32 = runs["fp32"]
     assert policy.precision == "bf16"
-    for name_ in policy.acting_parts + policy.learning_parts:
-        part = getattr(policy, name_)
-        tensors = part.parameters() if isinstance(part, torch.nn.Module) else [
-            v for v in part.state_dict().values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
-        assert all(t.dtype == torch.float32 for t in tensors), name_
+    state = policy.learner_state.state_tensors()  # every declared tensor: weights, optimiser state, temperature
+    assert len(state) > 10
+    assert all(t.dtype == torch.float32 for t in state if t.is_floating_point())
     # floats, or 0-dim tensors the pipeline reads once per metrics row (sync-free updates)
     assert all(np.isfinite(float(v)) and (isinstance(v, float) or v.ndim == 0) for v in metrics.values())
     # bf16 really ran (the updates differ from fp32's) but moves the weights the same way (Adam's first steps
@@ -172,7 +170,7 @@ def test_the_run_directory_records_the_precision_chosen(tmp_path, monkeypatch):
 
 
 def test_networks_return_fp32_under_bf16_autocast_so_losses_are_fp32():
-    from zoo.policies.precision import learning_precision
+    from zoo.accel.precision import learning_precision
 
     obs, action = torch.randn(4, 3), torch.rand(4, 2) * 2 - 1
     sac, td3, dqn = make("sac", "bf16"), make("td3", "bf16"), make("dqn", "bf16")

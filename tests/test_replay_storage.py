@@ -1,4 +1,4 @@
-"""The replay's device mirror (``zoo.policies.replay_storage``): after any sequence of additions (one row, many,
+"""The replay's device mirror (``zoo.accel.replay_storage``): after any sequence of additions (one row, many,
 more than a staging buffer holds, wrapping around the ring, more than the capacity) and in-place changes, the
 mirror equals the buffer. Exercised on the CPU with ``mirror=True``: the same copying a GPU gets, without one."""
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from zoo.accel import replay_storage
+from zoo.accel.replay_storage import COLUMNS, ReplayStorage
 from zoo.data import ReplayBuffer, Transitions
-from zoo.policies import replay_storage
-from zoo.policies.replay_storage import COLUMNS, ReplayStorage
 
 
 def _transitions(rng: np.random.Generator, count: int) -> Transitions:

@@ -8,7 +8,7 @@ Two kinds of output:
 - regions inside hand-written pages (and README.md), between ``<!-- generated: SPEC -->`` and
   ``<!-- end generated -->``; the text around them is the author's. SPEC is one of
   ``keys policy NAME`` and ``keys pipeline NAME`` (every key of that section, as ``zoo config`` prints it, from the
-  declared ``Field``s), ``keys base`` (the top-level, env and logger keys), ``configs POLICY`` (the files in
+  declared ``Field``s), ``keys base`` (the top-level, env, logger and accel keys), ``configs POLICY`` (the files in
   configs/ whose policy.type is POLICY), ``bench POLICY`` (that algorithm's rows of docs/benchmarks.md) and
   ``results`` (the README's short table, from docs/benchmarks.md);
 - whole pages: docs/api/zoo.md and docs/api/rl_utils.md, one mkdocstrings entry per public name (``__all__``) so
@@ -104,7 +104,7 @@ def _base_keys() -> list[str]:
     top = {key: value for key, value in BASE_CONFIG.items() if not isinstance(value, dict)}
     out = ["Top level:", ""]
     out += _key_rows(top, {k: v for k, v in BASE_RANGES.items() if "." not in k}, {}, BASE_DOCS, frozen)
-    for section in ("env", "logger"):
+    for section in ("env", "logger", "accel"):
         out += ["", f"`{section}`:", ""]
         out += _key_rows(BASE_CONFIG[section], within(section, BASE_RANGES), {}, within(section, BASE_DOCS),
                          {key.split(".", 1)[1] for key in frozen if key.startswith(f"{section}.")})

@@ -97,7 +97,7 @@ def describe(policy: str, pipeline: str | None = None) -> str:
         return {k.split(".", 1)[1]: v for k, v in table.items() if k.startswith(f"{section}.")}
 
     lines += _section("top level", None, top, {k: v for k, v in BASE_RANGES.items() if "." not in k}, {}, BASE_DOCS)
-    for section in ("env", "logger"):
+    for section in ("env", "logger", "accel"):
         lines += _section(section, None, BASE_CONFIG[section], within(section, BASE_RANGES), {},
                           within(section, BASE_DOCS))
     lines += _section(f"policy (type={policy})", policy_cls, dict(policy_cls.default_config))

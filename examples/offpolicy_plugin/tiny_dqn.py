@@ -3,7 +3,8 @@
 ``zoo run --config examples/offpolicy_plugin/tiny_dqn_cartpole.py`` imports this module (the config's
 ``import_names``), whose decorator registers the policy. Everything but the algorithm is inherited from
 ``zoo.policies.OffPolicyPolicy``: minibatches drawn so that a resumed run draws the same ones, metrics averaged
-over the updates of a call, the training progress when acting (``self.progress``), state of the update counter.
+over the updates of a call, the training progress when acting (``self.progress``), the update counter, and the
+checkpointed state from the two tuples that declare it (``acting_parts``, ``learning_parts``).
 The replay stores env actions, so a ``Discrete(n, start)`` action becomes an index with ``action - start``.
 """
 
@@ -24,6 +25,10 @@ from zoo.registry import POLICY_REGISTRY
 @POLICY_REGISTRY.register("tiny_dqn")
 class TinyDQN(OffPolicyPolicy):
     """Q-learning with a target network copied every ``target_every`` updates and a linear epsilon."""
+
+    # The learner state: saved, loaded, published to actors and exported from these names (zoo.policies.state).
+    acting_parts: ClassVar[tuple[str, ...]] = ("q",)
+    learning_parts: ClassVar[tuple[str, ...]] = ("target", "optimizer")
 
     fields: ClassVar[dict[str, Field]] = {
         "hidden": Field(64, "width of the two hidden layers", range=(1, None), frozen=True),
@@ -69,16 +74,3 @@ class TinyDQN(OffPolicyPolicy):
         self.optimizer.step()
         self.update_target(self.target, self.q, 1.0, self.cfg.target_every)  # a copy every target_every updates
         return {"q_loss": loss.item()}
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {**super().state_dict(), "q": self.q.state_dict()}
-        if not self.acting_only:
-            state.update(target=self.target.state_dict(), optimizer=self.optimizer.state_dict())
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.q.load_state_dict(state["q"])
-        if not self.acting_only:
-            self.target.load_state_dict(state["target"])
-            self.optimizer.load_state_dict(state["optimizer"])

@@ -63,12 +63,22 @@ BASE_FIELDS: dict[str, Any] = {
                                 "extra)"),
     "logger.progress": Field(True, "the progress line on stderr (zoo run -q turns it off)"),
     "tune": Field({}, "zoo tune's search space and objective (an open mapping, like env.kwargs); ignored by zoo run"),
+    # How this process computes (zoo.accel.settings), never what it learns: a resumed run may change them.
+    "accel.cuda_graphs": Field(True, "on CUDA, capture the compiled learning step as a CUDA graph (false: launch its "
+                               "kernels one by one)"),
+    "accel.cpp_wrapper": Field(True, "on the CPU, inductor writes a compiled step's host code as C++ (false: Python; "
+                               "a compiler that cannot build the C++ falls back by itself)"),
+    "accel.fp32_products": Field("auto", "float32 products of the off-policy networks on the CPU: auto (oneDNN where "
+                                 "the CPU has AVX-512 and oneDNN measured faster than torch's default there), "
+                                 "onednn, or default (torch's own)", choices=("auto", "onednn", "default")),
+    "accel.inductor_cache": Field(None, "the folder of inductor's compiled kernels (None: TORCHINDUCTOR_CACHE_DIR when "
+                                  "set, else zoo/inductor in the user's cache folder)", type=str),
 }
 _BASE = derived({key: f for key, f in BASE_FIELDS.items() if isinstance(f, Field)})
 BASE_CONFIG: dict[str, Any] = plain_defaults(BASE_FIELDS)
 BASE_RANGES: dict[str, Any] = {key: Range.of(rule) for key, rule in _BASE["config_ranges"].items()}
 BASE_DOCS: dict[str, str] = _BASE["config_docs"]
-SECTIONS = ("env", "policy", "pipeline", "logger")
+SECTIONS = ("env", "policy", "pipeline", "logger", "accel")
 # Keys a resumed run may never change, besides the policy's and the pipeline's own frozen_keys.
 FROZEN_KEYS = ("policy.type", "pipeline.type", *_BASE["frozen_keys"])
 

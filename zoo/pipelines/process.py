@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
+from ..accel import settings as accel_settings
+
 # Spawn-key index of each component; append new ones at the end so existing streams keep their seeds.
 COMPONENTS = {"torch": 0, "numpy": 1, "python": 2, "env": 3, "eval": 4, "replay": 5, "actions": 6}
 
@@ -31,10 +33,12 @@ def component_seed(seed: int, rank: int, component: str, *more: int) -> int:
 
 
 def setup_process(cfg: EasyDict, rank: int = 0) -> dict[str, int]:
-    """Set torch threads and seed the global RNGs (plugins and ``import_names`` are loaded once, at the process's
-    start: ``zoo.plugins.load_run_plugins``). Returns the component seeds of this rank by name."""
+    """Set torch threads and the acceleration wing's settings (``accel``: ``zoo.accel.settings``), and seed the
+    global RNGs (plugins and ``import_names`` are loaded once, at the process's start:
+    ``zoo.plugins.load_run_plugins``). Returns the component seeds of this rank by name."""
     if torch.get_num_threads() != cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
+    accel_settings.configure(cfg.get("accel"))
     seeds = {name: component_seed(cfg.seed, rank, name) for name in COMPONENTS}
     random.seed(seeds["python"])
     np.random.seed(seeds["numpy"])

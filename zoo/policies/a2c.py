@@ -7,16 +7,13 @@ from typing import Any, ClassVar
 import torch
 
 from ..config.schema import Field
-from ..data import Rollout
 from ..rl_utils import a2c_data, a2c_error, a2c_error_continuous, a2c_error_multi_discrete
-from .actor_critic import ActorCriticPolicy, normalize_advantage
+from .actor_critic import ActorCriticPolicy
 from .base import LearnContext
-from .onpolicy_compile import ONPOLICY_COMPILE_FIELD, CompiledLearning, mean_rows
-
-METRICS = ("policy_loss", "value_loss", "entropy", "grad_norm")
+from .onpolicy import ONPOLICY_COMPILE_FIELD
 
 
-class A2CPolicy(CompiledLearning, ActorCriticPolicy):
+class A2CPolicy(ActorCriticPolicy):
     """Advantage actor-critic for Discrete, MultiDiscrete, MultiBinary and Box action spaces."""
 
     multi_discrete_actions: ClassVar[bool] = True
@@ -36,12 +33,12 @@ class A2CPolicy(CompiledLearning, ActorCriticPolicy):
         "compile": ONPOLICY_COMPILE_FIELD,
     }
 
-    def losses(self, obs: torch.Tensor, action: torch.Tensor, advantage: torch.Tensor,
-               returns: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        """The maths of one update, in order: the forward pass and rl_utils' A2C loss on (already normalised)
-        advantages; returns the total to minimise and the ``a2c_loss``."""
+    def update(self, batch: dict[str, Any], ctx: LearnContext) -> dict[str, torch.Tensor]:
+        """The rollout's one update, in order: the forward pass, rl_utils' A2C loss (on advantages normalised where
+        configured), the optimiser step."""
         cfg = self.cfg
-        output, value = self.model(obs)
+        output, value = self.model(batch["obs"])
+        action, advantage, returns = batch["action"], batch["advantage"], batch["returns"]
         if self.nvec is not None:
             loss = a2c_error_multi_discrete(a2c_data(self.unpack_policy_output(output), action, value, advantage,
                                                      returns, None))
@@ -49,37 +46,6 @@ class A2CPolicy(CompiledLearning, ActorCriticPolicy):
             data = a2c_data(output, action, value, advantage, returns, None)
             loss = a2c_error(data) if self.discrete else a2c_error_continuous(data)
         total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
-        return total, loss
-
-    def learning_step(self, obs: torch.Tensor, action: torch.Tensor, advantage: torch.Tensor,
-                      returns: torch.Tensor) -> torch.Tensor:
-        """One update with no host sync (what ``policy.compile`` compiles): advantages normalised where configured,
-        ``losses``, ``FlatOptimizer.minimize``; returns the metrics row (``METRICS``, then the loss, NaN if the
-        step was skipped)."""
-        if self.cfg.normalize_advantage:
-            advantage = normalize_advantage(advantage)
-        total, loss = self.losses(obs, action, advantage, returns)
-        done = self.optimizer.minimize(total, self.cfg.max_grad_norm)
-        return torch.stack([loss.policy_loss.detach(), loss.value_loss.detach(), loss.entropy_loss.detach(),
-                            self.optimizer.grad_norm.clone(), done])
-
-    def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:
-        cfg = self.cfg
-        samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
-        obs, action, returns = samples.obs, samples.action, samples.returns
-        lr = self.update_learning_rate(ctx)
-        if self.compiling(ctx) and obs.shape[0] > 0:  # compiled for whole rollouts (no autoreset step dropped)
-            row = self.run_update(obs.shape[0] == self.planned_samples, obs, action, samples.advantage, returns)
-            return {**mean_rows([row], METRICS), "learning_rate": lr}
-        advantage = normalize_advantage(samples.advantage, ctx) if cfg.normalize_advantage else samples.advantage
-        if ctx.min(obs.shape[0]) == 0:  # only autoreset steps (possible with tiny rollouts): nothing to learn from
-            return {"learning_rate": lr}
-        total, loss = self.losses(obs, action, advantage, returns)
-        grad_norm = self.optimizer_step(total, ctx)
-        return {
-            "policy_loss": loss.policy_loss.item(),
-            "value_loss": loss.value_loss.item(),
-            "entropy": loss.entropy_loss.item(),
-            "grad_norm": grad_norm,
-            "learning_rate": lr,
-        }
+        done = self.optimizer.minimize(total, cfg.max_grad_norm, ctx.sync_gradients)
+        return {"policy_loss": loss.policy_loss.detach(), "value_loss": loss.value_loss.detach(),
+                "entropy": loss.entropy_loss.detach(), "grad_norm": self.optimizer.grad_norm.clone(), "loss": done}

@@ -33,9 +33,9 @@ from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..rl_utils import causal_action_weights
 from .base import LearnContext
+from .continuous_networks import INITS
 from .optim import flatten_parameters
 from .sac import SACPolicy
-from .sac_networks import INITS
 
 
 def gradient_dormant_fraction(layers: list[nn.Linear], tau: float = 0.05) -> float:
@@ -68,13 +68,16 @@ class CausalWeightSchedule:
         interval: env steps between fits; sample_size: the most recent transitions each fit uses.
         apply_after: gradient updates between a fit's start and the moment its weights are used.
         temperature, use_abs: passed to ``causal_action_weights``.
+        device: where ``tensor``, the weights as the learning step reads them, lives.
     """
 
     def __init__(
         self, action_dim: int, interval: int, sample_size: int, apply_after: int, temperature: float = 1.0,
-        use_abs: bool = True,
+        use_abs: bool = True, device: torch.device | str = "cpu",
     ) -> None:
         self.weights = np.ones(action_dim)
+        # The weights as float32 on the learner's device, changed in place (a learning step's state tensor).
+        self.tensor = torch.ones(action_dim, device=device)
         self.interval, self.sample_size, self.apply_after = interval, sample_size, apply_after
         self.temperature, self.use_abs = temperature, use_abs
         self.next_fit_at = interval  # env steps
@@ -107,7 +110,15 @@ class CausalWeightSchedule:
         self.weights = self._result()
         self._future, self._pending, self._apply_at = None, None, None
         self.fits += 1
+        self._copy_to_tensor()
         return True
+
+    def _copy_to_tensor(self) -> None:
+        self.tensor.copy_(torch.as_tensor(self.weights, dtype=torch.float32))
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The tensor a learning step reads (``tensor``): learner state (``zoo.policies.state``)."""
+        return [self.tensor]
 
     def _result(self) -> np.ndarray:
         return self._pending if self._future is None else np.asarray(self._future.result(), dtype=np.float64)
@@ -126,6 +137,7 @@ class CausalWeightSchedule:
         self._future = None
         self._pending = None if pending is None else np.asarray(pending["weights"], dtype=np.float64)
         self._apply_at = None if pending is None else int(pending["apply_at"])
+        self._copy_to_tensor()
 
     def close(self) -> None:
         """Stop the background thread (after the running fit, if any)."""
@@ -158,6 +170,8 @@ class SACACEPolicy(SACPolicy):
                             "orthogonal (orthogonal weights, zero biases: ACE's code)", choices=INITS),
     }
     retired_fields: ClassVar[dict[str, Any]] = {}  # sac's retired keys are this class's own
+    learning_parts: ClassVar[tuple[str, ...]] = (*SACPolicy.learning_parts, "resets", "last_dormant_fraction",
+                                                 "last_reset_factor", "causal")
 
     def __init__(
         self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
@@ -167,27 +181,22 @@ class SACACEPolicy(SACPolicy):
         self.resets = 0
         self.last_dormant_fraction: float | None = None
         self.last_reset_factor: float | None = None
-        self._causal_weight = torch.ones(self.action_dim, device=self.device)
         self.causal = CausalWeightSchedule(
             self.action_dim, cfg.causal_interval, cfg.causal_sample_size, cfg.causal_apply_after,
-            cfg.causal_temperature, cfg.causal_use_abs,
+            cfg.causal_temperature, cfg.causal_use_abs, self.device,
         )
 
     def weighted_log_prob(self, per_dim: torch.Tensor) -> torch.Tensor:
         """``sum_k w_k log pi_k`` with the causal weights (the plain sum when they are off)."""
-        return per_dim.sum(-1) if not self.cfg.causal_weights else (per_dim * self._causal_weight).sum(-1)
+        return per_dim.sum(-1) if not self.cfg.causal_weights else (per_dim * self.causal.tensor).sum(-1)
 
     def prepare_learning(self, replay: ReplayBuffer, ctx: LearnContext) -> None:
         if self.cfg.causal_weights:
             self.causal.maybe_start(replay, ctx.env_steps, self.updates)
 
     def before_update(self) -> None:
-        if self.cfg.causal_weights and self.causal.maybe_apply(self.updates):
-            self._set_causal_weight()
-
-    def _set_causal_weight(self) -> None:
-        # In place: the compiled step reads this tensor as an input, so it stays the same tensor.
-        self._causal_weight.copy_(torch.as_tensor(self.causal.weights, dtype=torch.float32))
+        if self.cfg.causal_weights:
+            self.causal.maybe_apply(self.updates)
 
     def after_update(self) -> None:
         """The reset, every ``reset_interval`` updates from ``reset_start`` on, after the update (its target step
@@ -219,17 +228,6 @@ class SACACEPolicy(SACPolicy):
             metrics.update(dormant_fraction=self.last_dormant_fraction, reset_factor=self.last_reset_factor,
                            resets=float(self.resets))
         return metrics
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "resets": self.resets, "last_dormant_fraction": self.last_dormant_fraction,
-                "last_reset_factor": self.last_reset_factor, "causal": self.causal.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.resets = int(state["resets"])
-        self.last_dormant_fraction, self.last_reset_factor = state["last_dormant_fraction"], state["last_reset_factor"]
-        self.causal.load_state_dict(state["causal"])
-        self._set_causal_weight()
 
     def close(self) -> None:
         """Stop the background causal fit, if one runs."""

@@ -1,23 +1,23 @@
-"""``ActorCriticPolicy``: the public base of on-policy actor-critic policies (A2C, PPO, and plugins).
+"""``ActorCriticPolicy``: the public base of on-policy actor-critic policies (A2C, PPO, IMPALA, and plugins).
 
-It owns the networks, sampling, evaluation, the optimiser, the learning-rate schedule, checkpoint state and the
-sample processing (GAE, with termination and truncation kept apart). A subclass writes only ``learn``, from
-these public pieces::
+It owns the networks, sampling, evaluation, the optimiser, the learning-rate schedule, the learner state and the
+sample processing (GAE, with termination and truncation kept apart); ``learn`` comes from the family's driver
+(``zoo.policies.onpolicy``: minibatches, compiling, metrics). A subclass writes only ``update``, one sync-free
+gradient update on one minibatch, from these public pieces::
 
     class MyPolicy(ActorCriticPolicy):
         fields = {**ActorCriticPolicy.fields, "my_coef": Field(0.5, "what my_coef weighs", range=(0.0, None))}
 
-        def learn(self, batch, ctx):
-            samples = batch.valid_samples()              # autoreset steps dropped
-            lr = self.update_learning_rate(ctx)          # the schedule at ctx.progress
-            output, value = self.model(samples.obs)
-            loss = ...                                   # rl_utils losses on samples.advantage, samples.returns
-            grad_norm = self.optimizer_step(loss, ctx)   # backward, gradient sync, clip, step
-            return {"loss": loss.item(), "learning_rate": lr, "grad_norm": grad_norm}
+        def update(self, batch, ctx):                    # batch: the minibatch's columns, advantages normalised
+            output, value = self.model(batch["obs"])
+            loss = ...                                   # rl_utils losses on batch["advantage"], batch["returns"]
+            done = self.optimizer.minimize(loss, self.cfg.max_grad_norm, ctx.sync_gradients)
+            return {"my_loss": loss.detach(), "loss": done}
 
-``samples`` holds ``obs``, ``action`` (raw), ``reward``, ``terminated``, ``truncated`` and the extras:
-``policy_output`` (logits, or mu and sigma concatenated: see ``unpack_policy_output``; from ``collect``), and
-``value``, ``log_prob``, ``advantage`` and ``returns`` (from ``process_rollout``).
+``batch`` holds ``obs``, ``action`` (raw), ``policy_output`` (logits, or mu and sigma concatenated: see
+``unpack_policy_output``; from ``collect``), ``value``, ``advantage`` and ``returns`` (from ``process_rollout``).
+A subclass may still write ``learn`` itself (``batch.valid_samples()``, ``update_learning_rate(ctx)``,
+``optimizer_step(loss, ctx)``): the base's is then not used.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from easydict import EasyDict
 
+from ..accel.numpy_acting import NumpyActing
 from ..config.schema import Field
 from ..data import Rollout
 from ..errors import ConfigError
@@ -42,59 +43,13 @@ from ..rl_utils import (
     multi_categorical_logits,
 )
 from ..sizes import check_parameter_memory
-from . import numpy_actor
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .gsde import StateDependentNoise
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
+from .onpolicy import OnPolicyLearning, advantage_moments, normalize_advantage, normalize_with
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
 
-
-def normalize_advantage(advantage: torch.Tensor, ctx: LearnContext | None = None) -> torch.Tensor:
-    """Zero mean, unit std (left unchanged for a single sample, whose std is undefined).
-
-    With data-parallel learners (``ctx.world_size > 1``) the mean and std are those of every learner's
-    samples together (one ``ctx.sum`` of count, sum and sum of squares), so that W learners with B samples each
-    normalise exactly as one learner with W x B samples. ``advantage_moments`` does the same for many minibatches
-    in one collective.
-    """
-    if ctx is not None and ctx.world_size > 1:
-        return normalize_with(advantage, advantage_moments(advantage, [None], ctx)[0])
-    if advantage.numel() < 2:
-        return advantage
-    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-
-
-def advantage_moments(
-    advantage: torch.Tensor, minibatches: list[torch.Tensor | None], ctx: LearnContext
-) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
-    """Mean and std (unbiased) of each minibatch of ``advantage`` over all learners, in one ``ctx.sum``.
-
-    ``minibatches`` holds index tensors (None: all of ``advantage``); learner k's i-th minibatch joins every
-    other learner's i-th. An entry is None where the learners hold fewer than 2 samples in all (left as is).
-    """
-    rows = []
-    for index in minibatches:
-        chunk = (advantage if index is None else advantage[index]).reshape(-1)
-        rows.append(torch.stack([chunk.new_tensor(float(chunk.numel())), chunk.sum(), chunk.square().sum()]))
-    totals = ctx.sum(torch.stack(rows)) if rows else advantage.new_zeros((0, 3))
-    moments: list[tuple[torch.Tensor, torch.Tensor] | None] = []
-    for count_t, total, squares in totals:
-        count = float(count_t)
-        if count < 2:
-            moments.append(None)
-            continue
-        mean = total / count
-        var = (squares - count * mean * mean).clamp(min=0.0) / (count - 1)
-        moments.append((mean, var.sqrt()))
-    return moments
-
-
-def normalize_with(advantage: torch.Tensor, moments: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-    """``(advantage - mean) / (std + 1e-8)`` with moments from ``advantage_moments`` (None: unchanged)."""
-    if moments is None:
-        return advantage
-    mean, std = moments
-    return (advantage - mean) / (std + 1e-8)
+__all__ = ["ActorCriticPolicy", "advantage_moments", "normalize_advantage", "normalize_with"]
 
 
 def _gae_flags(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,11 +64,11 @@ def _gae_flags(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
     return done, done | rollout.truncated
 
 
-class ActorCriticPolicy(Policy):
+class ActorCriticPolicy(OnPolicyLearning, Policy):
     """Base of on-policy actor-critic policies for Box observations (vectors or images) and Discrete or 1-D Box
     actions; MultiDiscrete and MultiBinary actions too for subclasses that set ``multi_discrete_actions``.
 
-    Subclasses implement ``learn`` (see the module docstring). Public pieces: ``model`` (``ActorCritic``:
+    Subclasses implement ``update`` (see the module docstring). Public pieces: ``model`` (``ActorCritic``:
     ``model(obs) -> (policy_output, value)``), ``discrete`` (logits out: Discrete, MultiDiscrete, MultiBinary),
     ``nvec`` (the component sizes of a MultiDiscrete/MultiBinary action, else None), ``unpack_policy_output``,
     ``value``, ``update_learning_rate(ctx)``, ``optimizer_step(loss, ctx)`` and ``process_rollout`` (GAE).
@@ -125,12 +80,15 @@ class ActorCriticPolicy(Policy):
     # Whether ``learn`` reads the behaviour log-probabilities (``log_prob``) that ``process_rollout`` adds (PPO's
     # ratio does; A2C's loss does not, so it skips that pass).
     needs_log_prob: ClassVar[bool] = True
-    # The action kinds ("discrete": Discrete; "gaussian": Box) for which zoo.policies.numpy_actor samples exactly as
+    # The action kinds ("discrete": Discrete; "gaussian": Box) for which zoo.accel.numpy_acting samples exactly as
     # this class's ``collect`` does, so that it may act for whole rollouts in its place. The rule: a subclass that
     # defines its own ``collect`` gets () (its ``collect`` is called at every step) unless its class body sets this.
     numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete", "gaussian")
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
+    # The learner state (zoo.policies.state): the networks and gSDE's exploration matrices act; the optimiser learns.
+    acting_parts: ClassVar[tuple[str, ...]] = ("model", "sde_noise")
+    learning_parts: ClassVar[tuple[str, ...]] = ("optimizer",)
     fields: ClassVar[dict[str, Field]] = {
         "hidden_sizes": Field([64, 64], "widths of the hidden layers of each MLP", range=(1, 1_000_000), frozen=True),
         "activation": Field("tanh", "hidden-layer activation", choices=tuple(ACTIVATIONS), frozen=True),
@@ -211,7 +169,7 @@ class ActorCriticPolicy(Policy):
         self.discrete = self.model.discrete
         self.nvec = self.model.nvec
         self.sde_noise = StateDependentNoise(cfg.get("sde_sample_freq", -1)) if self.model.sde else None
-        self._numpy = numpy_actor.NumpyActing(self.model)  # used where numpy_acting_applies()
+        self._numpy = NumpyActing(self.model)  # used where numpy_acting_applies()
         # Integer actions: the env's own offsets (gymnasium's ``start``) and dtype, in the env's shape.
         start = getattr(action_space, "start", None)
         self._action_start = None if start is None or not np.any(start) else np.asarray(start)
@@ -219,8 +177,9 @@ class ActorCriticPolicy(Policy):
         self._action_dtype = action_space.dtype
         self._action_torch_dtype = torch.from_numpy(np.zeros(0, action_space.dtype)).dtype
         # One flat buffer for all parameters: torch.optim's per-tensor overhead dominates for small networks.
+        # Eager steps take torch.optim's arithmetic, checked on the host (zoo.policies.onpolicy).
         self.optimizer = None if acting_only else FlatOptimizer(self.model, cfg.optimizer, cfg.learning_rate,
-                                                                eps=cfg.adam_eps)
+                                                                eps=cfg.adam_eps, eager_host_step=True)
         if not self.discrete:
             self._low = torch.as_tensor(action_space.low, dtype=torch.float32)
             self._high = torch.as_tensor(action_space.high, dtype=torch.float32)
@@ -268,7 +227,7 @@ class ActorCriticPolicy(Policy):
         return CollectOutput(self._env_action(action), action, {"policy_output": packed})
 
     def numpy_acting_applies(self) -> bool:
-        """Whether whole rollouts are acted and valued in numpy (``zoo.policies.numpy_actor``): the config's
+        """Whether whole rollouts are acted and valued in numpy (``zoo.accel.numpy_acting``): the config's
         ``numpy_acting`` is on and the model is a float32 MLP on the CPU (no encoder) with Discrete or Box actions
         (not MultiDiscrete or MultiBinary). Asked at every rollout, so a model moved or cast since construction
         falls back to torch."""
@@ -277,7 +236,7 @@ class ActorCriticPolicy(Policy):
                 and weight.device.type == "cpu" and weight.dtype == torch.float32)
 
     def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor:
-        """``numpy_actor.NumpyRolloutActor`` where ``numpy_acting_applies`` and it samples as this class's
+        """``zoo.accel.numpy_acting.NumpyRolloutActor`` where ``numpy_acting_applies`` and it samples as this class's
         ``collect`` does (``numpy_rollout_actions``); else the default actor, which calls ``collect`` every step."""
         kind = "discrete" if self.discrete else "gaussian"
         if self.sde_noise is not None:  # gSDE acts through collect; new matrices per rollout (sde_sample_freq -1)
@@ -408,21 +367,6 @@ class ActorCriticPolicy(Policy):
                               self.acting_only)
         twin.load_state_dict(copy.deepcopy(self.state_dict(), memo))
         return twin
-
-    def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"model": self.model.state_dict()}
-        if self.optimizer is not None:
-            state["optimizer"] = self.optimizer.state_dict()
-        if self.sde_noise is not None:
-            state["sde_noise"] = self.sde_noise.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        if self.optimizer is not None:
-            self.optimizer.load_state_dict(state["optimizer"])
-        if self.sde_noise is not None and "sde_noise" in state:
-            self.sde_noise.load_state_dict(state["sde_noise"])
 
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
         """The actor's weights alone (trunk, policy head, log-std), detached copies."""

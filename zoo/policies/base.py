@@ -40,6 +40,8 @@ writes files (the pipeline does). What a pipeline calls, in order:
    counters the policy keeps). checkpoint.pt, model.pt and best_model.pt hold ``state_dict()``; ``zoo eval`` and
    ``zoo.load`` load it into an ``acting_only`` policy, which must accept (and may ignore) the optimiser's part.
    ``actor_state_dict()``/``load_actor_state_dict()``: only what acting needs, for publishing weights to actors.
+   A policy that declares its state (``acting_parts`` and ``learning_parts``, below) gets all four from the
+   declaration (``zoo.policies.state``), and so do the compiled step, the flat views and ``export_module``.
 
 Export (``zoo export``, ONNX and TorchScript): ``export_module()`` returns an ``nn.Module`` mapping a float32
 batch ``(N, *observation_space.shape)`` of the policy's inputs (after zoo's flattening and observation
@@ -48,6 +50,11 @@ returns: Discrete/MultiDiscrete ``start`` offsets added, Box actions clipped or 
 default wraps ``deterministic_action`` when the class defines it (``ActingGraph``), else returns None and the
 policy is refused in one line. What the module runs must trace (``torch.jit.trace``, ``torch.onnx.export``): torch
 operations on tensors only, no numpy, no branches on tensor values.
+
+The learner state: ``acting_parts`` and ``learning_parts`` name the attributes that hold it (networks, optimisers,
+tensors, dicts or lists of them, objects with ``state_dict``, plain counters; ``zoo.policies.state`` says what each
+kind gives). Everything that must see the state reads that declaration; nothing looks through the policy's
+attributes.
 
 Class attributes declare the config and the pipelines: ``fields`` (each key of the ``policy`` section once, as a
 ``zoo.config.schema.Field``: default, meaning, type, range or choices, frozen on resume), from which
@@ -69,6 +76,7 @@ from easydict import EasyDict
 
 from ..config.schema import declare_fields
 from ..data import Rollout
+from .state import LearnerState
 
 
 @dataclass
@@ -190,6 +198,9 @@ class Policy:
     # The section's keys declared once each (zoo.config.schema.Field): a subclass that sets ``fields`` gets the five
     # attributes above, and ``config_docs`` (meanings), derived from it.
     fields: ClassVar[dict[str, Any]] = {}
+    # The learner state (see the module docstring): attribute names of what acting needs, and of what learning adds.
+    acting_parts: ClassVar[tuple[str, ...]] = ()
+    learning_parts: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -255,21 +266,39 @@ class Policy:
         """One update from ``batch``; returns finite metrics by name."""
         raise NotImplementedError
 
+    @property
+    def learner_state(self) -> LearnerState:
+        """The declared state (``acting_parts``, ``learning_parts``) and what derives from it."""
+        return LearnerState(self)
+
+    def _declared(self, what: str) -> None:
+        if not (self.acting_parts or self.learning_parts):
+            raise NotImplementedError(f"{type(self).__name__} declares no state: set acting_parts and learning_parts "
+                                      f"(zoo.policies.state), or write {what}")
+
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume exactly (networks and optimiser state)."""
-        raise NotImplementedError
+        """Everything needed to resume exactly: every declared part's state (``zoo.policies.state``)."""
+        self._declared("state_dict")
+        return self.learner_state.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what ``state_dict`` returned (an acting-only policy ignores the optimiser state)."""
-        raise NotImplementedError
+        """Restore what ``state_dict`` returned (an acting-only policy reads its acting parts and ignores the rest)."""
+        self._declared("load_state_dict")
+        self.learner_state.load_state_dict(state)
 
     def actor_state_dict(self) -> dict[str, torch.Tensor]:
-        """The weights acting needs, alone (default: the whole ``state_dict``)."""
-        return self.state_dict()
+        """The weights acting needs, alone: copies of the acting parts' tensors (default: the whole ``state_dict``
+        where no state is declared)."""
+        if not self.acting_parts:
+            return self.state_dict()
+        return self.learner_state.actor_state_dict()
 
     def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load what ``actor_state_dict`` returned."""
-        self.load_state_dict(state)
+        if not self.acting_parts:
+            self.load_state_dict(state)
+            return
+        self.learner_state.load_actor_state_dict(state)
 
     def environment_record(self) -> dict[str, Any]:
         """Facts about how this policy computes on this machine that its results depend on (e.g. the precision
@@ -282,13 +311,16 @@ class Policy:
 
 
 class ActingGraph(torch.nn.Module):
-    """``policy.deterministic_action`` as a module: it holds the policy's networks (every ``nn.Module`` attribute
-    of the policy, or ``networks``: those acting uses), so that tracing records their weights as parameters."""
+    """``policy.deterministic_action`` as a module: it holds the networks acting uses (the declared acting parts'
+    modules, or ``networks``), so that tracing records their weights as parameters."""
 
     def __init__(self, policy: Policy, networks: dict[str, torch.nn.Module] | None = None) -> None:
         super().__init__()
         if networks is None:
-            networks = {name: value for name, value in vars(policy).items() if isinstance(value, torch.nn.Module)}
+            networks = policy.learner_state.networks(acting=True)
+            if not networks:
+                raise ValueError(f"{type(policy).__name__} declares no acting networks (acting_parts): pass "
+                                 f"ActingGraph the networks deterministic_action uses")
         self.networks = torch.nn.ModuleDict(networks)
         self._act = policy.deterministic_action
 

@@ -35,7 +35,7 @@ greedy action plus ``start`` (traceable, so ``zoo export`` works).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -49,9 +49,8 @@ from ..errors import ConfigError
 from ..rl_utils import q_nstep_td_data, q_nstep_td_error
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .compiled import COMPILE_FIELD
 from .networks import ACTIVATIONS, build_encoder
-from .off_policy import PRECISION_FIELD, OffPolicyPolicy, soft_update
+from .off_policy import COMPILE_FIELD, PRECISION_FIELD, OffPolicyPolicy, soft_update
 from .optim import FlatOptimizer
 
 _CRITERIA = {"huber": nn.SmoothL1Loss(reduction="none"), "mse": nn.MSELoss(reduction="none")}
@@ -96,7 +95,7 @@ class DQNPolicy(OffPolicyPolicy):
 
     compilable: ClassVar[bool] = True
     acting_parts: ClassVar[tuple[str, ...]] = ("q",)
-    learning_parts: ClassVar[tuple[str, ...]] = ("target", "optimizer")
+    learning_parts: ClassVar[tuple[str, ...]] = ("target", "optimizer", "target_syncs")
     fields: ClassVar[dict[str, Field]] = {
         "hidden_sizes": Field([64, 64], "widths of the hidden layers of the Q-network", range=(1, 1_000_000),
                               frozen=True),
@@ -231,11 +230,3 @@ class DQNPolicy(OffPolicyPolicy):
 
     def learn_metrics(self) -> dict[str, float]:
         return {"epsilon": self.epsilon()}
-
-    # -- state --------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "target_syncs": self.target_syncs}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.target_syncs = int(state["target_syncs"])

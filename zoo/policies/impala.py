@@ -19,12 +19,10 @@ from ..data import Rollout, Unroll
 from ..rl_utils import vtrace_data, vtrace_error_continuous_action, vtrace_error_discrete_action
 from .actor_critic import ActorCriticPolicy
 from .base import CollectOutput, LearnContext
-from .onpolicy_compile import ONPOLICY_COMPILE_FIELD, CompiledLearning, mean_rows
-
-METRICS = ("policy_loss", "value_loss", "entropy", "value", "grad_norm")
+from .onpolicy import ONPOLICY_COMPILE_FIELD
 
 
-class ImpalaPolicy(CompiledLearning, ActorCriticPolicy):
+class ImpalaPolicy(ActorCriticPolicy):
     """Actor-critic with V-trace targets for Discrete and Box actions (runs on ``parallel_async``)."""
 
     pipelines: ClassVar[tuple[str, ...]] = ("parallel_async",)
@@ -90,61 +88,46 @@ class ImpalaPolicy(CompiledLearning, ActorCriticPolicy):
         """Unrolls need no processing before ``learn`` (V-trace runs inside it)."""
         return rollout
 
-    def losses(self, obs: torch.Tensor, action: torch.Tensor, behaviour_output: torch.Tensor, reward: torch.Tensor,
-               terminated: torch.Tensor, truncated: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, Any, Any]:
-        """The maths of one update on an unroll's tensors, in order: the forward pass over observations ``(T + 1,
-        B)``, the episode flags, rl_utils' V-trace loss. Returns the total to minimise, the ``vtrace_loss`` and the
-        values ``(T + 1, B)``."""
+    def learning_columns(self, batch: Unroll | Rollout) -> dict[str, torch.Tensor]:
+        """An ``Unroll`` batch's tensors (a ``Rollout`` is taken as an unroll of the current policy), on the
+        learner's device: observations ``(T + 1, B)``, the rest ``(T, B)``."""
+        if isinstance(batch, Rollout):
+            batch = batch.to_unroll(0)
+        batch = batch.to(self.device)  # actors ship CPU tensors; every one of them meets the learner's outputs
+        return {"obs": batch.obs, "action": batch.action, "policy_output": batch.behaviour["policy_output"],
+                "reward": batch.reward, "terminated": batch.terminated, "truncated": batch.truncated,
+                "valid": batch.valid}
+
+    def samples_in(self, columns: dict[str, torch.Tensor]) -> int:
+        return columns["reward"].numel()
+
+    def minibatches(self, count: int, ctx: LearnContext) -> list[torch.Tensor | None]:
+        """The whole batch of unrolls in one update (V-trace runs along each unroll)."""
+        return [None]
+
+    def update(self, batch: dict[str, Any], ctx: LearnContext) -> dict[str, torch.Tensor]:
+        """One update on a batch of unrolls, in order: the forward pass over observations ``(T + 1, B)``, the
+        episode flags, rl_utils' V-trace loss, the optimiser step."""
         cfg = self.cfg
-        steps = reward.shape[0]
-        output, value = self.model(obs)
+        steps = batch["reward"].shape[0]
+        output, value = self.model(batch["obs"])
         output = self._bounded(output)
         if self.discrete:
             target = output[:steps]
         else:
             target = {"mu": output["mu"][:steps], "sigma": output["sigma"][:steps]}
-        behaviour = self.unpack_policy_output(behaviour_output)
-        invalid = ~valid
-        done = terminated | invalid  # no bootstrap after termination, nothing across an autoreset step
-        trace_end = terminated | truncated | invalid  # the next step belongs to another episode
-        reward = reward.to(value.dtype) * cfg.reward_scale
-        weight = valid.to(value.dtype)
-        data = vtrace_data(target, behaviour, action, value, reward, weight)
+        behaviour = self.unpack_policy_output(batch["policy_output"])
+        invalid = ~batch["valid"]
+        done = batch["terminated"] | invalid  # no bootstrap after termination, nothing across an autoreset step
+        trace_end = batch["terminated"] | batch["truncated"] | invalid  # the next step belongs to another episode
+        reward = batch["reward"].to(value.dtype) * cfg.reward_scale
+        weight = batch["valid"].to(value.dtype)
+        data = vtrace_data(target, behaviour, batch["action"], value, reward, weight)
         loss_fn = vtrace_error_discrete_action if self.discrete else vtrace_error_continuous_action
         loss = loss_fn(data, cfg.gamma, cfg.vtrace_lambda, cfg.rho_clip, cfg.c_clip, cfg.rho_pg_clip,
                        done=done, traj_flag=trace_end)
         total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
-        return total, loss, value
-
-    def learning_step(self, *unroll: torch.Tensor) -> torch.Tensor:
-        """One update with no host sync (what ``policy.compile`` compiles): ``losses`` and
-        ``FlatOptimizer.minimize``; returns the metrics row (``METRICS``, then the loss, NaN if the step was
-        skipped)."""
-        total, loss, value = self.losses(*unroll)
-        done = self.optimizer.minimize(total, self.cfg.max_grad_norm)
-        steps = unroll[3].shape[0]
-        return torch.stack([loss.policy_loss.detach(), loss.value_loss.detach(), loss.entropy_loss.detach(),
-                            value[:steps].detach().mean(), self.optimizer.grad_norm.clone(), done])
-
-    def learn(self, batch: Unroll | Rollout, ctx: LearnContext) -> dict[str, float]:
-        """One optimiser step on the V-trace loss of an ``Unroll`` batch (a ``Rollout`` is taken as an unroll
-        of the current policy). Metrics: losses, entropy, mean value, grad norm, lr."""
-        if isinstance(batch, Rollout):
-            batch = batch.to_unroll(0)
-        batch = batch.to(self.device)  # actors ship CPU tensors; every one of them meets the learner's outputs
-        lr = self.update_learning_rate(ctx)
-        unroll = (batch.obs, batch.action, batch.behaviour["policy_output"], batch.reward, batch.terminated,
-                  batch.truncated, batch.valid)
-        if self.compiling(ctx):
-            row = self.run_update(batch.reward.numel() == self.planned_samples, *unroll)
-            return {**mean_rows([row], METRICS), "learning_rate": lr}
-        total, loss, value = self.losses(*unroll)
-        grad_norm = self.optimizer_step(total, ctx)
-        return {
-            "policy_loss": loss.policy_loss.item(),
-            "value_loss": loss.value_loss.item(),
-            "entropy": loss.entropy_loss.item(),
-            "value": value[: batch.steps].mean().item(),
-            "grad_norm": grad_norm,
-            "learning_rate": lr,
-        }
+        minimized = self.optimizer.minimize(total, cfg.max_grad_norm, ctx.sync_gradients)
+        return {"policy_loss": loss.policy_loss.detach(), "value_loss": loss.value_loss.detach(),
+                "entropy": loss.entropy_loss.detach(), "value": value[:steps].detach().mean(),
+                "grad_norm": self.optimizer.grad_norm.clone(), "loss": minimized}

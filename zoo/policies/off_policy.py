@@ -51,16 +51,15 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
+from ..accel.compiled import COMPILE_FIELD, CompiledStep, resolve_compile
+from ..accel.flat_views import FlatModules
+from ..accel.matmul import fp32_products
+from ..accel.precision import PRECISIONS, learning_precision, resolve_precision
+from ..accel.replay_storage import ReplayStorage
 from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
-from .compiled import COMPILE_FIELD, CompiledStep, resolve_compile
-from .flat_views import FlatModules
-from .matmul import FP32_PRODUCTS
-from .optim import FlatOptimizer
-from .precision import PRECISIONS, learning_precision, resolve_precision
-from .replay_storage import ReplayStorage
 
 # The keys every actor-critic of the family (SAC, SAC-ACE, TD3) declares alike; each extends or re-defaults them.
 ACTOR_CRITIC_FIELDS: dict[str, Field] = {
@@ -74,7 +73,7 @@ ACTOR_CRITIC_FIELDS: dict[str, Field] = {
     "tau": Field(0.005, "Polyak rate of the target networks", range=(0.0, 1.0)),
     "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
 }
-# Every policy of the family declares it (SAC, TD3 and DQN do); see zoo.policies.precision.
+# Every policy of the family declares it (SAC, TD3 and DQN do); see zoo.accel.precision.
 PRECISION_FIELD = Field("fp32", "arithmetic of the gradient updates: fp32, bf16 (autocast matmuls, fp32 weights, "
                         "optimiser and losses) or auto (bf16 where the device has native bf16 matmuls and the "
                         "networks are wide enough to gain)", choices=PRECISIONS)
@@ -127,8 +126,10 @@ class BoxActions:
         """Env actions (as stored in the replay) -> [-1, 1]."""
         return (action - self.center) / self.half
 
-    def to_env(self, unit: torch.Tensor) -> torch.Tensor:
-        """[-1, 1] -> env actions (traceable: used by ``deterministic_action``)."""
+    def to_env(self, unit: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """[-1, 1] -> env actions, a tensor (traceable: used by ``deterministic_action``) or a numpy array."""
+        if isinstance(unit, np.ndarray):
+            return self.center_np + self.half_np * unit
         return self.center + self.half * unit
 
 
@@ -160,6 +161,14 @@ class OffPolicyPolicy(Policy):
     pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
     # Whether ``update`` is written sync-free, so that it can run as one compiled graph (see the module docstring).
     compilable: ClassVar[bool] = False
+    # Whether ``explore_action`` also takes numpy arrays (``acts_in_numpy``). The rule: a subclass that defines its
+    # own ``explore_action`` gets False unless its class body sets this (its formula is not assumed to take arrays).
+    numpy_acting: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "explore_action" in vars(cls) and "numpy_acting" not in vars(cls):
+            cls.numpy_acting = False
 
     def __init__(
         self, cfg: EasyDict, observation_space: gym.Space, action_space: gym.Space, device: torch.device,
@@ -177,7 +186,8 @@ class OffPolicyPolicy(Policy):
         self.compiled_step: CompiledStep | None = None
         self.compiled_acting: CompiledStep | None = None  # explore_action compiled with the step
         self.compile_reason = "not planned yet"
-        self.flat_modules = FlatModules(self)  # what the compiled step sees as views of flat buffers
+        # what the compiled step sees as views of flat buffers: the declared networks' (zoo.policies.state)
+        self.flat_modules = FlatModules(lambda: self.learner_state.flat_networks())
 
     def resolve_precision(self, convolutional: bool = False) -> str:
         """``cfg.precision`` with ``auto`` decided for these networks (``cfg.hidden_sizes``, ``cfg.batch_size``; an
@@ -187,7 +197,7 @@ class OffPolicyPolicy(Policy):
                                  int(cfg.get("batch_size", 1)), convolutional)
 
     def environment_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"precision": self.precision, "fp32_products": FP32_PRODUCTS}
+        record: dict[str, Any] = {"precision": self.precision, "fp32_products": fp32_products()}
         if not self.acting_only:
             record["compile"] = self.compiled_step is not None and self.compiled_step.active
             record["compile_reason"] = self.compile_reason
@@ -214,17 +224,10 @@ class OffPolicyPolicy(Policy):
                                             self.state_tensors, gradients=False) if acting else None
 
     def state_tensors(self) -> Iterator[torch.Tensor]:
-        """Every tensor the learning step reads or writes in place: the networks' parameters and buffers, the
-        optimisers' state (``FlatOptimizer.tensors``), tensor attributes (flat target buffers, SAC-ACE's causal
-        weights) and the replay's storage on the device (what a captured CUDA graph keeps the addresses of)."""
-        for value in vars(self).values():
-            if isinstance(value, FlatOptimizer):
-                yield from value.tensors()
-            elif isinstance(value, nn.Module):
-                yield from value.parameters()
-                yield from value.buffers()
-            elif isinstance(value, torch.Tensor):
-                yield value
+        """Every tensor the learning step reads or writes in place (what a captured CUDA graph keeps the addresses
+        of): the declared state's (``zoo.policies.state``: parameters, buffers, flat buffers, optimiser state,
+        tensors such as SAC-ACE's causal weights) and the replay's storage on the device."""
+        yield from self.learner_state.state_tensors()
         yield from self.storage.columns()
 
     # -- acting -------------------------------------------------------------------------------------------
@@ -245,13 +248,26 @@ class OffPolicyPolicy(Policy):
             return self.explore_action(obs).cpu().numpy()
 
     def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
-        """``explore_action``'s actions computed in numpy (the same random draws), or None where this policy has no
-        numpy path for ``obs`` (the default): SAC and TD3 have one for float32 CPU actors."""
-        return None
+        """``explore_action`` run on numpy arrays where ``acts_in_numpy(obs)`` (the same formula, the same torch
+        random draws, float rounding apart), else None. For small actors on the CPU, numpy's per-call cost is a
+        fraction of torch's (docs/speed.md)."""
+        if not self.acts_in_numpy(obs):
+            return None
+        return self.explore_action(obs.numpy())
+
+    def acts_in_numpy(self, obs: torch.Tensor) -> bool:
+        """Whether ``explore_action`` runs on numpy arrays for ``obs``: the class says its ``explore_action`` takes
+        arrays (``numpy_acting``), the observations are float32 on the CPU, and every declared acting network runs
+        on arrays now (its ``numpy_ready()``: float32 weights on the CPU)."""
+        if not self.numpy_acting or obs.device.type != "cpu" or obs.dtype != torch.float32:
+            return False
+        networks = self.learner_state.networks(acting=True).values()
+        return bool(networks) and all(getattr(network, "numpy_ready", lambda: False)() for network in networks)
 
     def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The env actions to collect with, as a tensor computed by torch operations only (what ``explore``
-        returns): define it, or override ``explore`` itself."""
+        returns): define it, or override ``explore`` itself. Where the class sets ``numpy_acting``, the same function
+        also takes numpy arrays (the networks' numpy forward, ``zoo.policies.arrays``'s operations) and returns one."""
         raise NotImplementedError(f"{type(self).__name__} defines neither explore nor explore_action")
 
     def collect(self, obs: torch.Tensor) -> CollectOutput:
@@ -376,38 +392,15 @@ class OffPolicyPolicy(Policy):
         return True
 
     # -- state --------------------------------------------------------------------------------------------
-    # Attributes saved by name: what acting needs (kept by acting-only policies, published to actors), and what
-    # learning adds (target networks, optimisers). Each has state_dict/load_state_dict; subclasses add the rest.
-    acting_parts: ClassVar[tuple[str, ...]] = ()
-    learning_parts: ClassVar[tuple[str, ...]] = ()
-
-    def _parts(self) -> tuple[str, ...]:
-        return self.acting_parts if self.acting_only else (*self.acting_parts, *self.learning_parts)
+    # The declared state (zoo.policies.state): what acting needs (kept by acting-only policies, published to actors)
+    # and what learning adds (target networks, optimisers, counters); the update counter is the base's own.
 
     def state_dict(self) -> dict[str, Any]:
-        """The update counter and the state of every part (``acting_parts``, and ``learning_parts`` unless acting
-        only); subclasses add what is not a part."""
-        return {"updates": self.updates, **{name: getattr(self, name).state_dict() for name in self._parts()}}
+        """The update counter and every declared part's state; a subclass that keeps state outside the declaration
+        adds it to this."""
+        return {"updates": self.updates, **self.learner_state.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict`` output (subclasses call this and restore the rest); an acting-only policy reads
-        its acting parts and ignores the learner's."""
+        """Restore ``state_dict`` output (an acting-only policy reads its acting parts and ignores the learner's)."""
         self.updates = int(state["updates"])
-        for name in self._parts():
-            getattr(self, name).load_state_dict(state[name])
-
-    def actor_state_dict(self) -> dict[str, torch.Tensor]:
-        """Copies of the acting parts' tensors (what an acting-only copy loads): the one part's own keys, or
-        ``part.key`` when there are several."""
-        single = len(self.acting_parts) == 1
-        return {key if single else f"{name}.{key}": value.detach().clone()
-                for name in self.acting_parts for key, value in getattr(self, name).state_dict().items()}
-
-    def load_actor_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Load what ``actor_state_dict`` returned."""
-        if len(self.acting_parts) == 1:
-            getattr(self, self.acting_parts[0]).load_state_dict(state)
-            return
-        for name in self.acting_parts:
-            getattr(self, name).load_state_dict({key.split(".", 1)[1]: value for key, value in state.items()
-                                                 if key.startswith(f"{name}.")})
+        self.learner_state.load_state_dict(state)

@@ -11,7 +11,7 @@ The arithmetic follows ``torch.optim.Adam`` (``amsgrad=False``, no weight decay)
 
 Two ways to take a step. ``backward_and_step`` (the on-policy learners): backward into the flat gradient buffer,
 the data-parallel hook, clipping, a host-side finite check that raises before the step, then ``step``.
-``minimize`` (the off-policy family's learning step, eager or compiled, ``zoo.policies.compiled``): the gradient by
+``minimize`` (the off-policy family's learning step, eager or compiled, ``zoo.accel.compiled``): the gradient by
 ``torch.autograd.grad``, clipping, and a step taken only where the loss and the gradient are finite -- decided on the
 device (a mask, no ``.item()``), so the whole update can be one graph with no host sync; a skipped step leaves the
 parameters, moments and step count as they were and returns a NaN loss, which stops the run at its metrics row. The
@@ -21,6 +21,7 @@ step count and learning rate are tensors for that reason (a Python number would 
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -30,12 +31,26 @@ from torch import nn
 from ..errors import NonFiniteError
 
 FLAT_ALGORITHMS = ("adam", "rmsprop")
+# module -> the flat buffer flatten_parameters made for it (flat_parameters checks it still holds the parameters)
+_FLAT_BUFFERS: weakref.WeakKeyDictionary[nn.Module, torch.Tensor] = weakref.WeakKeyDictionary()
+
+
+def flat_parameters(module: nn.Module) -> torch.Tensor | None:
+    """The flat buffer ``flatten_parameters`` moved ``module``'s parameters into, while they still lie in it (None
+    otherwise: never flattened, copied, or moved since). A read of data pointers: outside a compiled step."""
+    flat = _FLAT_BUFFERS.get(module)
+    if flat is None:
+        return None
+    storage = flat.untyped_storage().data_ptr()
+    params = list(module.parameters())
+    return flat if params and all(p.untyped_storage().data_ptr() == storage for p in params) else None
 
 
 def flatten_parameters(module: nn.Module) -> torch.Tensor:
     """Move ``module``'s parameters into one new flat buffer (each parameter becomes a view of it); return it.
 
-    Operations on the buffer (a Polyak average, a reset) then act on every parameter at once.
+    Operations on the buffer (a Polyak average, a reset) then act on every parameter at once; ``flat_parameters``
+    finds it again from the module (the learner state's tensors and the compiled step's flat views).
     """
     params = list(module.parameters())
     if len({(p.device, p.dtype) for p in params}) != 1:
@@ -46,6 +61,7 @@ def flatten_parameters(module: nn.Module) -> torch.Tensor:
     for p in params:
         p.data = flat[offset : offset + p.numel()].view_as(p)
         offset += p.numel()
+    _FLAT_BUFFERS[module] = flat
     return flat
 
 
@@ -57,6 +73,9 @@ class FlatOptimizer:
         - algorithm: ``"adam"`` or ``"rmsprop"``.
         - lr: learning rate (``self.lr`` may be changed between steps for schedules).
         - eps: added to the denominator; betas (Adam) or alpha (RMSprop) as in torch.
+        - eager_host_step: outside a compiled graph, ``minimize`` checks the loss and the gradient on the host and
+          steps with ``step`` (torch.optim's arithmetic, step for step: the on-policy learners); by default it
+          takes the device-masked step in eager too (the off-policy family: eager and compiled then agree closer).
     Examples:
         >>> net = nn.Linear(3, 1)
         >>> opt = FlatOptimizer(net, "adam", lr=1e-3)
@@ -72,6 +91,7 @@ class FlatOptimizer:
         eps: float = 1e-8,
         betas: tuple[float, float] = (0.9, 0.999),
         alpha: float = 0.99,
+        eager_host_step: bool = False,
     ) -> None:
         if algorithm not in FLAT_ALGORITHMS:
             raise ValueError(f"optimizer '{algorithm}' is unknown: use 'adam' or 'rmsprop'")
@@ -79,9 +99,10 @@ class FlatOptimizer:
         if not params or not all(p.requires_grad for p in params):
             raise ValueError("the module must have parameters, all trainable")
         self.algorithm, self.eps, self.betas, self.alpha = algorithm, eps, betas, alpha
+        self.eager_host_step = eager_host_step
         self.params = params
         # minimize differentiates with respect to the module's parameters as they are when it runs: these, or
-        # the views a compiled step swaps in (zoo.policies.flat_views)
+        # the views a compiled step swaps in (zoo.accel.flat_views)
         self.module = module
         self.names = [tuple(name.split(".")) for name, _ in module.named_parameters()]
         self.flat = flatten_parameters(module)
@@ -166,15 +187,33 @@ class FlatOptimizer:
                  sync: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
         """One step down the gradient of ``loss`` with no host sync (traceable into one graph): the gradient by
         ``torch.autograd.grad`` into ``self.grad`` (``sync``, the data-parallel hook, sees it first), its norm
-        clipped to ``max_grad_norm`` (0: no clipping), then the
-        step where the loss and the gradient are finite (else nothing changes). Returns the loss, detached: NaN
-        when the step was skipped, so that the metric carrying it stops the run where the loop checks its rows.
-        ``self.grad_norm`` holds the gradient's norm before clipping."""
+        clipped to ``max_grad_norm`` (0: no clipping), then the step where the loss and the gradient are finite (else
+        nothing changes). Returns the loss, detached: NaN when the step was skipped, so that the metric carrying it
+        stops the run. ``self.grad_norm`` holds the gradient's norm before clipping. With ``eager_host_step``, an
+        eager call checks on the host instead and steps with ``step`` (the same rule, torch.optim's arithmetic)."""
         grads = torch.autograd.grad(loss, self.current_parameters())
+        if self.eager_host_step and not torch.compiler.is_compiling():
+            with torch.no_grad():
+                torch.cat([g.reshape(-1) for g in grads], out=self.grad)
+            if sync is not None:
+                sync(self.grad)
+            return self._host_step(loss.detach(), max_grad_norm)
         grad = torch.cat([g.reshape(-1) for g in grads])
         if sync is not None:
             sync(grad)
         return self.apply_gradient(grad, loss.detach(), max_grad_norm)
+
+    @torch.no_grad()
+    def _host_step(self, loss: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
+        """``minimize``'s eager form for ``eager_host_step``, on the gradient in ``self.grad``: clip
+        (``clip_grad_norm``), then ``step`` where the loss and the gradient norm are finite on the host; the loss, or
+        NaN where the step was skipped."""
+        norm = self.clip_grad_norm(max_grad_norm)
+        self.grad_norm.fill_(norm)
+        if not (math.isfinite(norm) and math.isfinite(float(loss))):
+            return torch.full_like(loss, math.nan)
+        self.step()
+        return loss
 
     def current_parameters(self) -> list[torch.Tensor]:
         """The module's parameters as its attributes hold them now: ``self.params``, or inside a compiled step the

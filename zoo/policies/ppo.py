@@ -8,17 +8,14 @@ from typing import Any, ClassVar
 import torch
 
 from ..config.schema import Field
-from ..data import Rollout
 from ..rl_utils import ppo_data
 from ..rl_utils.ppo import _ppo_terms
-from .actor_critic import ActorCriticPolicy, advantage_moments, normalize_advantage, normalize_with
+from .actor_critic import ActorCriticPolicy
 from .base import LearnContext
-from .onpolicy_compile import ONPOLICY_COMPILE_FIELD, CompiledLearning, mean_rows, pad_rows
-
-METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+from .onpolicy import ONPOLICY_COMPILE_FIELD
 
 
-class PPOPolicy(CompiledLearning, ActorCriticPolicy):
+class PPOPolicy(ActorCriticPolicy):
     """Proximal Policy Optimization for Discrete, MultiDiscrete, MultiBinary and Box action spaces.
 
     Runs serially (``serial_onpolicy``) and, unchanged, on data-parallel pipelines: the number of minibatches
@@ -27,8 +24,8 @@ class PPOPolicy(CompiledLearning, ActorCriticPolicy):
 
     multi_discrete_actions: ClassVar[bool] = True
     compilable: ClassVar[bool] = True
-    # A 200k-step ppo_hopper run (31,360 minibatch updates) ran 1.11x faster compiled from an empty inductor cache,
-    # 1.46x with a warm one (docs/speed.md); shorter runs are not measured to gain: auto leaves them eager.
+    # auto compiles runs planning this many minibatch updates: whole ppo_hopper runs measured faster compiled, from an
+    # empty inductor cache too (docs/speed.md); shorter runs are not measured to gain, and stay eager.
     compile_auto_min_updates: ClassVar[int | None] = 30_000
     fields: ClassVar[dict[str, Field]] = {
         **ActorCriticPolicy.fields,
@@ -43,86 +40,52 @@ class PPOPolicy(CompiledLearning, ActorCriticPolicy):
         "compile": ONPOLICY_COMPILE_FIELD,
     }
 
-    def planned_updates(self, calls: int, samples: int) -> int:
-        """``epochs`` passes of ``ceil(samples / minibatch_size)`` minibatch updates per learn call."""
-        return calls * self.cfg.epochs * math.ceil(samples / self.cfg.minibatch_size)
-
-    def minibatch_losses(self, columns: tuple[torch.Tensor, ...], index: torch.Tensor, clip: float | torch.Tensor,
-                         moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, Any, Any]:
-        """The maths of one minibatch, in order: the rows ``index`` of the rollout's columns (obs, action, behaviour
-        output, old value, advantage, return), the advantages normalised (over every learner's minibatch where
-        ``moments`` are given), the forward pass and rl_utils' clipped PPO loss. Returns the total to minimise, the
-        ``ppo_loss`` and the ``ppo_info`` (0-dim tensors: no host sync here)."""
+    def update(self, batch: dict[str, Any], ctx: LearnContext) -> dict[str, torch.Tensor]:
+        """One minibatch update, in order: the forward pass, rl_utils' clipped PPO loss (the advantages arrive
+        normalised where configured; ``clip`` is the scheduled clip range), the optimiser step."""
         cfg = self.cfg
-        obs, action, behaviour, value_old, advantage, returns = (column[index] for column in columns)
-        if moments is not None:
-            advantage = normalize_with(advantage, moments)
-        elif cfg.normalize_advantage:
-            advantage = normalize_advantage(advantage)
-        output, value_new = self.model(obs)
-        old = self.unpack_policy_output(behaviour)
+        output, value_new = self.model(batch["obs"])
+        old = self.unpack_policy_output(batch["policy_output"])
         if self.nvec is not None:  # one joint ratio over the K components
             output = self.unpack_policy_output(output)
         kind = "multi_discrete" if self.nvec is not None else "discrete" if self.discrete else "continuous"
-        data = ppo_data(output, old, action, value_new, value_old, advantage, returns, None)
-        loss, info = _ppo_terms(data, clip, cfg.value_clip, cfg.dual_clip, kind)
+        data = ppo_data(output, old, batch["action"], value_new, batch["value"], batch["advantage"],
+                        batch["returns"], None)
+        loss, info = _ppo_terms(data, batch["clip"], cfg.value_clip, cfg.dual_clip, kind)
         total = loss.policy_loss + cfg.value_coef * loss.value_loss - cfg.entropy_coef * loss.entropy_loss
-        return total, loss, info
+        return {"policy_loss": loss.policy_loss.detach(), "value_loss": loss.value_loss.detach(),
+                "entropy": loss.entropy_loss.detach(), "approx_kl": info.approx_kl, "clipfrac": info.clipfrac,
+                "loss": self.optimizer.minimize(total, cfg.max_grad_norm, ctx.sync_gradients)}
 
-    def learning_step(self, columns: tuple[torch.Tensor, ...], index: torch.Tensor,
-                      clip: float | torch.Tensor) -> torch.Tensor:
-        """One minibatch update with no host sync (what ``policy.compile`` compiles): ``minibatch_losses`` and
-        ``FlatOptimizer.minimize``; returns the metrics row (``METRICS``, then the loss, NaN if the step was
-        skipped)."""
-        total, loss, info = self.minibatch_losses(columns, index, clip)
-        done = self.optimizer.minimize(total, self.cfg.max_grad_norm)
-        return torch.stack([loss.policy_loss.detach(), loss.value_loss.detach(), loss.entropy_loss.detach(),
-                            info.approx_kl, info.clipfrac, done])
-
-    def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:
+    def schedule(self, ctx: LearnContext) -> dict[str, float]:
+        """The clip range at ``ctx.progress`` (annealed linearly to 0 where ``anneal_clip``; at least 1e-8)."""
         cfg = self.cfg
-        samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
-        columns = (samples.obs, samples.action, samples.policy_output, samples.value, samples.advantage,
-                   samples.returns)
-        lr = self.update_learning_rate(ctx)
-        clip = cfg.clip_ratio * (1.0 - ctx.progress if cfg.anneal_clip else 1.0)
-        clip = max(clip, 1e-8)
-        count = samples.obs.shape[0]
-        # Every learner runs the same number of minibatches (data-parallel learners may hold different counts).
+        return {"clip": max(cfg.clip_ratio * (1.0 - ctx.progress if cfg.anneal_clip else 1.0), 1e-8)}
+
+    def minibatches(self, count: int, ctx: LearnContext) -> list[torch.Tensor | None]:
+        """``epochs`` passes over the samples in shuffled minibatches of ``minibatch_size``, every epoch's drawn
+        first; every learner runs the same number (data-parallel learners may hold different counts)."""
+        cfg = self.cfg
         minibatches = ctx.min(math.ceil(count / cfg.minibatch_size))
-        if minibatches == 0:  # only autoreset steps (possible with tiny rollouts): nothing to learn from
-            return {"learning_rate": lr, "updates": 0.0}
+        if minibatches == 0:
+            return []
         epochs = []
-        for _ in range(cfg.epochs):  # every epoch's minibatches drawn first (nothing else draws in between)
-            order = torch.randperm(count, device=samples.obs.device)
+        for _ in range(cfg.epochs):
+            order = torch.randperm(count, device=self.device)
             if minibatches * cfg.minibatch_size >= count:
-                epochs.append(order.split(cfg.minibatch_size))
+                epochs.extend(order.split(cfg.minibatch_size))
             else:
-                epochs.append(order.tensor_split(minibatches))
-        shared = None  # data-parallel learners: every minibatch's advantage moments over all learners, at once
-        if cfg.normalize_advantage and ctx.world_size > 1:
-            shared = iter(advantage_moments(samples.advantage, [index for chunks in epochs for index in chunks], ctx))
-        compiling = self.compiling(ctx) and shared is None  # the sync-free update (zoo.policies.onpolicy_compile)
-        if compiling:  # the compiled graph's inputs: one shape in every call, and an annealed clip as a tensor
-            columns = tuple(pad_rows(column, self.planned_samples) for column in columns)
-        step_clip = torch.tensor(clip, device=samples.obs.device) if compiling and cfg.anneal_clip else clip
-        rows, stop = [], False
-        for chunks in epochs:
-            for index in chunks:
-                if compiling:
-                    row = self.run_update(len(index) == cfg.minibatch_size, columns, index, step_clip)
-                else:
-                    total, loss, info = self.minibatch_losses(columns, index, clip,
-                                                              None if shared is None else next(shared))
-                    self.optimizer_step(total, ctx)
-                    row = torch.stack([loss.policy_loss, loss.value_loss, loss.entropy_loss, info.approx_kl,
-                                       info.clipfrac, total]).detach()
-                rows.append(row)
-                if cfg.target_kl is not None and ctx.mean(float(row[3])) > 1.5 * cfg.target_kl:
-                    stop = True
-                    break
-            if stop:
-                break
-        metrics = mean_rows(rows, METRICS)
-        metrics.update(learning_rate=lr, updates=float(len(rows)))
-        return metrics
+                epochs.extend(order.tensor_split(minibatches))
+        return epochs
+
+    def stop_updates(self, metrics: torch.Tensor, names: tuple[str, ...], ctx: LearnContext) -> bool:
+        """The target-KL early stop: the approximate KL, averaged over the learners, above 1.5x ``target_kl``."""
+        target = self.cfg.target_kl
+        return target is not None and ctx.mean(float(metrics[names.index("approx_kl")])) > 1.5 * target
+
+    def learn_metrics(self, updates: int) -> dict[str, float]:
+        return {"updates": float(updates)}
+
+    def planned_updates(self, calls: int, samples: int) -> int:
+        """``epochs`` passes of ``ceil(samples / minibatch_size)`` minibatch updates per learn call."""
+        return calls * self.cfg.epochs * math.ceil(samples / self.cfg.minibatch_size)

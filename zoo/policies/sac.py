@@ -29,10 +29,9 @@ from ..errors import ConfigError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .numpy_actor import LiveMLP, acting_forward
+from .continuous_networks import INITS, EnsembleQ, SquashedGaussianActor
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
-from .sac_networks import INITS, EnsembleQ, SquashedGaussianActor
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -47,9 +46,10 @@ class SACPolicy(OffPolicyPolicy):
     """Soft actor-critic for bounded 1-D Box actions."""
 
     compilable: ClassVar[bool] = True
+    numpy_acting: ClassVar[bool] = True  # explore_action takes arrays too (zoo.policies.continuous_networks)
     acting_parts: ClassVar[tuple[str, ...]] = ("actor",)
     learning_parts: ClassVar[tuple[str, ...]] = ("critic", "target", "actor_optimizer", "critic_optimizer",
-                                                 "alpha_optimizer")
+                                                 "alpha_optimizer", "log_alpha")
     fields: ClassVar[dict[str, Field]] = {
         **ACTOR_CRITIC_FIELDS,
         "tau": ACTOR_CRITIC_FIELDS["tau"].but(0.005, "Polyak rate of the target critics"),
@@ -105,7 +105,6 @@ class SACPolicy(OffPolicyPolicy):
                                not acting_only)
         self.actions = BoxActions(action_space, self.device)
         self.actor = self._new_actor().to(self.device)
-        self._numpy_actor: LiveMLP | None = None  # numpy_explore's forward pass, built at its first use
         self.support = self._support(cfg)
         if acting_only:
             return
@@ -118,6 +117,7 @@ class SACPolicy(OffPolicyPolicy):
         self.target.requires_grad_(False)
         self.alpha_module = _LogAlpha(cfg.init_alpha).to(self.device)
         self.alpha_optimizer = FlatOptimizer(self.alpha_module, "adam", cfg.alpha_learning_rate)
+        self.log_alpha = self.alpha_module.log_alpha  # the temperature's state: saved as the bare tensor
         self.target_entropy = -float(self.action_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
 
     @staticmethod
@@ -161,32 +161,9 @@ class SACPolicy(OffPolicyPolicy):
         """The log-prob of the entropy terms from the per-dimension ones: their sum (SAC-ACE weights them)."""
         return per_dim.sum(-1)
 
-    def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
-        """``explore_action`` in numpy on views of the actor's weights, for float32 observations of a float32 actor
-        on the CPU (None elsewhere, or where a subclass changes ``explore_action``/the actor): the same torch
-        noise draws, the same operations, float rounding apart. About 10 numpy calls: for Hopper's 256x256 actor
-        and one observation, 0.024 ms back to back against 0.045 for eager torch, and in the SAC Hopper loop (after
-        each learning step) 0.15 ms per step against 0.28 for the compiled graph (py-spy)."""
-        forward = acting_forward(self, obs, SquashedGaussianActor, SACPolicy.explore_action)
-        if forward is None:
-            return None
-        low, high = np.float32(self.actor.log_std_low), np.float32(self.actor.log_std_high)
-        out = forward(obs.numpy().reshape(len(obs), -1))
-        mu, log_std = out[:, : self.action_dim], out[:, self.action_dim :]
-        noise = torch.randn(mu.shape, dtype=torch.float32).numpy()  # as explore_action's randn_like(mu) draws
-        np.minimum(np.maximum(log_std, low, out=log_std), high, out=log_std)  # clamp, as the actor does
-        np.exp(log_std, out=log_std)
-        log_std *= noise
-        log_std += mu
-        action = np.tanh(log_std)  # a new, contiguous array
-        action *= self.actions.half_np
-        action += self.actions.center_np
-        return action
-
     def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """A squashed Gaussian sample, scaled into the action bounds."""
-        mu, log_std = self.actor(obs.flatten(1) if obs.ndim > 2 else obs)
-        return self.actions.to_env(torch.tanh(mu + log_std.exp() * torch.randn_like(mu)))
+        """A squashed Gaussian sample, scaled into the action bounds (tensors, or arrays: ``numpy_acting``)."""
+        return self.actions.to_env(self.actor.sample(obs.reshape(len(obs), -1) if obs.ndim > 2 else obs))
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """``tanh`` of the mean, scaled into the action bounds (what ``evaluate`` returns; traceable)."""
@@ -255,16 +232,3 @@ class SACPolicy(OffPolicyPolicy):
 
     def learn_metrics(self) -> dict[str, torch.Tensor]:
         return {"alpha": self.alpha_module.log_alpha.detach().exp()}
-
-    # -- state --------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()  # the parts; the temperature is a bare tensor
-        if not self.acting_only:
-            state["log_alpha"] = self.alpha_module.log_alpha.detach().clone()
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        if not self.acting_only:
-            with torch.no_grad():
-                self.alpha_module.log_alpha.copy_(state["log_alpha"])

@@ -24,40 +24,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 from easydict import EasyDict
-from torch import nn
 
 from ..config.schema import Field
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .matmul import linear
-from .numpy_actor import LiveMLP, acting_forward
+from .continuous_networks import DeterministicActor, EnsembleQ, clip, normal_like
 from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
 from .optim import FlatOptimizer, flatten_parameters
-from .sac_networks import _ACTIVATIONS, EnsembleQ
-
-
-class DeterministicActor(nn.Module):
-    """``obs -> tanh(mu(obs))``: an MLP whose output is squashed into [-1, 1]."""
-
-    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: list[int], activation: str = "relu") -> None:
-        super().__init__()
-        sizes = [obs_dim, *hidden_sizes, action_dim]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-        self.activation = _ACTIVATIONS[activation]
-        self.activation_names = [activation] * len(hidden_sizes)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs
-        for layer in self.layers[:-1]:
-            x = self.activation(linear(x, layer.weight, layer.bias))
-        out = self.layers[-1]
-        return torch.tanh(linear(x, out.weight, out.bias).float())  # fp32 out under bf16 autocast too
 
 
 class TD3Policy(OffPolicyPolicy):
     """Twin Delayed DDPG for bounded 1-D Box actions."""
 
     compilable: ClassVar[bool] = True
+    numpy_acting: ClassVar[bool] = True  # explore_action takes arrays too (zoo.policies.continuous_networks)
     acting_parts: ClassVar[tuple[str, ...]] = ("actor",)
     learning_parts: ClassVar[tuple[str, ...]] = ("critic", "actor_target", "critic_target", "actor_optimizer",
                                                  "critic_optimizer")
@@ -91,7 +71,6 @@ class TD3Policy(OffPolicyPolicy):
                                not acting_only)
         self.actions = BoxActions(action_space, self.device)
         self.actor = DeterministicActor(self.obs_dim, self.action_dim, hidden, cfg.activation).to(self.device)
-        self._numpy_actor: LiveMLP | None = None  # numpy_explore's forward pass, built at its first use
         if acting_only:
             return
         self.critic = EnsembleQ(self.obs_dim, self.action_dim, hidden, 2, 1, cfg.activation).to(self.device)
@@ -109,30 +88,13 @@ class TD3Policy(OffPolicyPolicy):
 
     # -- acting -------------------------------------------------------------------------------------------
     def _flat_obs(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs.flatten(1) if obs.ndim > 2 else obs
-
-    def numpy_explore(self, obs: torch.Tensor) -> np.ndarray | None:
-        """``explore_action`` in numpy on views of the actor's weights (``numpy_actor.acting_forward``: float32 on
-        the CPU; None elsewhere, or where a subclass changes ``explore_action`` or the actor): the same torch noise
-        draws and operations, float rounding apart, in a fraction of a compiled graph's or eager torch's time."""
-        forward = acting_forward(self, obs, DeterministicActor, TD3Policy.explore_action)
-        if forward is None:
-            return None
-        action = forward(obs.numpy().reshape(len(obs), -1))
-        np.tanh(action, out=action)
-        noise = torch.randn(action.shape, dtype=torch.float32).numpy()  # as explore_action's randn_like draws it
-        noise *= np.float32(self.cfg.exploration_noise)
-        action += noise
-        np.minimum(np.maximum(action, np.float32(-1.0), out=action), np.float32(1.0), out=action)
-        action *= self.actions.half_np
-        action += self.actions.center_np
-        return action
+        return obs.reshape(len(obs), -1) if obs.ndim > 2 else obs
 
     def explore_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """The actor's action plus Gaussian noise, clipped to [-1, 1], scaled into the action bounds."""
+        """The actor's action plus Gaussian noise, clipped to [-1, 1], scaled into the action bounds (tensors, or
+        arrays: ``numpy_acting``)."""
         action = self.actor(self._flat_obs(obs))
-        noisy = (action + self.cfg.exploration_noise * torch.randn_like(action)).clamp(-1.0, 1.0)
-        return self.actions.to_env(noisy)
+        return self.actions.to_env(clip(action + self.cfg.exploration_noise * normal_like(action), -1.0, 1.0))
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The actor's action scaled into the bounds (what ``evaluate`` returns; traceable)."""

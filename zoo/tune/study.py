@@ -29,7 +29,7 @@ BASE_CONFIG_ATTR = "zoo_base_config"
 HASH_ATTR = "zoo_base_config_hash"
 # Keys that say where and how one machine runs the study, not what it searches: they may differ between the
 # machines (and sessions) of one study.
-MACHINE_KEYS = ("runs_dir", "import_paths", "exp_name", "logger", "device", "torch_threads")
+MACHINE_KEYS = ("runs_dir", "import_paths", "exp_name", "logger", "device", "torch_threads", "accel")
 # SQLite waits this long for a lock held by another process (the trials report while the parent tells).
 _SQLITE_TIMEOUT_S = 60
 

@@ -1,21 +1,75 @@
-"""SAC's networks: a squashed-Gaussian actor and an ensemble of Q critics evaluated in one batched forward.
+"""The networks of the continuous off-policy actor-critics: SAC's squashed-Gaussian actor, TD3's deterministic tanh
+actor, and an ensemble of Q critics evaluated in one batched forward.
 
 For the small networks of continuous-control RL on a CPU, the time goes into per-operation overhead rather than
-arithmetic, so the critics of the ensemble (two for SAC's clipped double Q) are one module whose layers hold
-``(E, fan_in, fan_out)`` weights: one ``baddbmm`` per layer evaluates every critic. Both modules call
-``zoo.policies.matmul``'s ``linear``/``ensemble_linear`` on their parameters directly (``F.linear``/``baddbmm``, or
-oneDNN's float32 products where MKL is slow).
+arithmetic, so the critics of the ensemble (two for clipped double Q) are one module whose layers hold
+``(E, fan_in, fan_out)`` weights: one ``baddbmm`` per layer evaluates every critic. The modules call
+``zoo.accel.matmul``'s ``linear``/``ensemble_mlp`` on their parameters directly (``F.linear``/``baddbmm``, or
+oneDNN's float32 products where the CPU takes them faster).
+
+The actors act one observation at a time, with weights that change at every update, and for that they declare a
+numpy forward next to their torch one (``forward`` takes either): numpy on views of the live parameters
+(``zoo.accel.numpy_acting.LiveMLP``) costs a fraction of torch's per-call dispatch (docs/speed.md). What follows the
+forward -- the sampling, the squashing, the scaling into the bounds -- is written once, in the operations below
+(``tanh``, ``exp``, ``clip``, ``normal_like``), which take tensors and arrays alike; so a policy's ``explore_action``
+is one formula for both (``OffPolicyPolicy.acts_in_numpy`` says when it runs on arrays).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .matmul import ensemble_mlp, linear
+from ..accel.matmul import ensemble_mlp, linear
+from ..accel.numpy_acting import LiveMLP
+
+Array = Any  # a torch.Tensor, or a numpy array on the numpy acting path
+
+
+def tanh(x: Array) -> Array:
+    """``tanh`` of a tensor or an array."""
+    return torch.tanh(x) if isinstance(x, torch.Tensor) else np.tanh(x)
+
+
+def exp(x: Array) -> Array:
+    """``exp`` of a tensor or an array."""
+    return x.exp() if isinstance(x, torch.Tensor) else np.exp(x)
+
+
+def clip(x: Array, low: float, high: float) -> Array:
+    """``x`` clipped into ``[low, high]`` (a tensor's ``clamp``, an array's ``clip``)."""
+    return x.clamp(low, high) if isinstance(x, torch.Tensor) else np.clip(x, low, high)
+
+
+def normal_like(x: Array) -> Array:
+    """Standard normal noise of ``x``'s shape from torch's global generator (float32; an array for an array), so that
+    both paths draw the same numbers."""
+    if isinstance(x, torch.Tensor):
+        return torch.randn_like(x)
+    return torch.randn(x.shape, dtype=torch.float32).numpy()
+
+
+class NumpyForward:
+    """A network's numpy forward on views of its layers' live parameters (``LiveMLP``), rebuilt where those are no
+    longer the parameters' storage (a network replaced, a parameter moved)."""
+
+    def __init__(self) -> None:
+        self._mlp: LiveMLP | None = None
+
+    def __call__(self, layers: list[nn.Linear], activation_names: list[str], x: np.ndarray) -> np.ndarray:
+        if self._mlp is None or not self._mlp.current(layers):
+            self._mlp = LiveMLP(layers, activation_names)
+        return self._mlp(x if x.ndim == 2 else x.reshape(len(x), -1))
+
+
+def _numpy_ready(layers: nn.ModuleList) -> bool:
+    weight = layers[0].weight
+    return weight.device.type == "cpu" and weight.dtype == torch.float32
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": F.elu}
 
@@ -74,16 +128,33 @@ class SquashedGaussianActor(nn.Module):
         self.activations = activations(len(hidden_sizes), activation, input_activation)
         self.activation_names = [input_activation or activation, *[activation] * (len(hidden_sizes) - 1)]
         self.log_std_low, self.log_std_high = log_std_bounds
+        self.action_dim = action_dim
         initialise_([layer.weight for layer in self.layers], [layer.bias for layer in self.layers], init)
+        self._numpy = NumpyForward()
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: Array) -> tuple[Array, Array]:
+        """``(mu, log_std)`` for observations ``(B, obs_dim)``: tensors, or arrays for an array (the numpy path)."""
+        if isinstance(obs, np.ndarray):
+            return self._head(self._numpy(list(self.layers), self.activation_names, obs))
         x = obs
         for layer, activation in zip(self.layers[:-1], self.activations):
             x = activation(linear(x, layer.weight, layer.bias))
         out = self.layers[-1]
         # float32 out (a no-op in fp32): under bf16 autocast everything after the matmuls stays in fp32
-        mu, log_std = linear(x, out.weight, out.bias).float().chunk(2, dim=-1)
-        return mu, log_std.clamp(self.log_std_low, self.log_std_high)
+        return self._head(linear(x, out.weight, out.bias).float())
+
+    def _head(self, out: Array) -> tuple[Array, Array]:
+        mu, log_std = out[..., : self.action_dim], out[..., self.action_dim :]
+        return mu, clip(log_std, self.log_std_low, self.log_std_high)
+
+    def sample(self, obs: Array) -> Array:
+        """A squashed Gaussian sample in [-1, 1], ``tanh(mu + exp(log_std) * noise)`` (tensors or arrays)."""
+        mu, log_std = self(obs)
+        return tanh(mu + exp(log_std) * normal_like(mu))
+
+    def numpy_ready(self) -> bool:
+        """Whether ``forward`` takes arrays now (float32 weights on the CPU)."""
+        return _numpy_ready(self.layers)
 
 
 class EnsembleQ(nn.Module):
@@ -120,3 +191,29 @@ class EnsembleQ(nn.Module):
         # the first layer has one input for every critic: a broadcasting product, no copy per critic
         x = ensemble_mlp(x, weights, biases, list(self.activations))
         return x.float()  # float32 out (a no-op in fp32): targets and losses stay fp32 under bf16 autocast
+
+
+class DeterministicActor(nn.Module):
+    """``obs -> tanh(mu(obs))``: an MLP whose output is squashed into [-1, 1] (TD3's actor)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: list[int], activation: str = "relu") -> None:
+        super().__init__()
+        sizes = [obs_dim, *hidden_sizes, action_dim]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.activation = _ACTIVATIONS[activation]
+        self.activation_names = [activation] * len(hidden_sizes)
+        self._numpy = NumpyForward()
+
+    def forward(self, obs: Array) -> Array:
+        """Actions in [-1, 1] for observations ``(B, obs_dim)``: a tensor, or an array for an array."""
+        if isinstance(obs, np.ndarray):
+            return np.tanh(self._numpy(list(self.layers), self.activation_names, obs))
+        x = obs
+        for layer in self.layers[:-1]:
+            x = self.activation(linear(x, layer.weight, layer.bias))
+        out = self.layers[-1]
+        return torch.tanh(linear(x, out.weight, out.bias).float())  # fp32 out under bf16 autocast too
+
+    def numpy_ready(self) -> bool:
+        """Whether ``forward`` takes arrays now (float32 weights on the CPU)."""
+        return _numpy_ready(self.layers)

@@ -1,62 +1,115 @@
 """float32 matrix products through oneDNN where torch's default (MKL) runs them at half the CPU's speed.
 
-torch multiplies float32 matrices on the CPU with MKL, which on AMD processors takes its AVX2 path: on the 2-core
-AMD EPYC (Zen 5, full-width AVX-512) this project develops on, one thread multiplies 256x256 by 256x256 at about
-109 GFLOP/s, while oneDNN (shipped inside torch, choosing its kernels by instruction set, not vendor) reaches
-187-239 GFLOP/s on the same product, and JAX (XLA) about 230. That halves the off-policy learning step's largest
-cost on such a machine. ``linear(x, weight, bias)`` is ``F.linear`` with the product taken by oneDNN in float32 (the
-same arithmetic as MKL's to float32 rounding: both about 2e-7 from a float64 reference), with its own backward
-(each gradient another oneDNN product), and it traces into a compiled graph as one custom op, which
-``lower_for_inductor`` turns into a direct oneDNN call there (inductor's own lowering of oneDNN's linear wants
-constant weights). ``matmul`` is ``x @ weight`` in the same way,
+torch multiplies float32 matrices on the CPU with MKL, which on some processors takes a path below what the CPU can
+do (on AMD processors with AVX-512, MKL's AVX2 path), while oneDNN (shipped inside torch, choosing its kernels by
+instruction set) uses the whole width: there it halves the off-policy learning step's largest cost (docs/speed.md has
+the figures). ``linear(x, weight, bias)`` is ``F.linear`` with the product taken by oneDNN in float32 (the same
+arithmetic as MKL's to float32 rounding), with its own backward (each gradient another oneDNN product), and it
+traces into a compiled graph as one custom op, which ``lower_for_inductor`` turns into a direct oneDNN call there
+(inductor's own lowering of oneDNN's linear wants constant weights). ``matmul`` is ``x @ weight`` in the same way,
 ``ensemble_linear`` the layers of an ensemble (SAC's and TD3's twin critics), ``ensemble_mlp`` its whole MLP.
 
 Used where ``fp32_products() == "onednn"``: float32 tensors on the CPU, outside autocast (under bf16 autocast the
-products already go to oneDNN in bf16), with at least ``MIN_ROWS`` rows (a batch-1 forward gains nothing). Where
-that is depends on the processor, decided once per process (an AMD CPU with oneDNN available), or set by
-``ZOO_FP32_PRODUCTS=onednn`` or ``=default``; a run's ``environment.json`` records it.
+products already go to oneDNN in bf16), with at least ``MIN_ROWS`` rows (a batch-1 forward gains nothing). Which
+path a process takes is the run's ``accel.fp32_products`` (``zoo.accel.settings``): ``onednn``, ``default``, or
+``auto``, decided by what the CPU does, never by its vendor: torch's default where the CPU lacks AVX-512 (oneDNN
+has nothing wider to offer than MKL's AVX2 there), else the faster of the two on a product of the networks' size,
+measured once per machine and kept in the user's cache folder (``measured_choice``), so that every run on the
+machine takes the same path. A run's ``environment.json`` records the path it took.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from . import torch_internals
+from .precision import cpu_flags, cpu_model
+
 MIN_ROWS = 16
 PRODUCTS = ("onednn", "default")
+# ``auto`` takes oneDNN only where it measured this much faster than torch's default (a wide margin: the case it is
+# for, MKL's AVX2 path on an AVX-512 CPU, measured about 2x; timing noise must not flip a machine's choice).
+AUTO_MARGIN = 1.3
+_MEASURE_SIZE = 256  # rows, inputs and outputs of the measured product (a hidden layer of the off-policy networks)
 
 
 def fp32_products() -> str:
-    """``onednn`` or ``default``: how float32 products are taken in the networks' learning passes here."""
-    return FP32_PRODUCTS
+    """``onednn`` or ``default``: how float32 products are taken in the networks' learning passes in this process
+    (``auto`` decided at the first call where ``set_fp32_products`` was not called)."""
+    if _mode is None:
+        set_fp32_products("auto")
+    assert _mode is not None
+    return _mode
 
 
-def _decide() -> str:
-    wanted = os.environ.get("ZOO_FP32_PRODUCTS", "auto")
-    available = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-    if wanted in PRODUCTS:
-        return wanted if available or wanted == "default" else "default"
-    return "onednn" if available and _cpu_vendor() == "AuthenticAMD" else "default"
+def set_fp32_products(requested: str) -> str:
+    """Set this process's path from ``accel.fp32_products`` (``auto``, ``onednn`` or ``default``); returns it."""
+    global _mode
+    if requested not in (*PRODUCTS, "auto"):
+        raise ValueError(f"fp32 products '{requested}' is unknown: use auto, onednn or default")
+    available = torch_internals.onednn_linear_available()
+    if requested == "auto":
+        _mode = "onednn" if available and "avx512f" in cpu_flags() and measured_choice() == "onednn" else "default"
+    else:
+        _mode = requested if available or requested == "default" else "default"
+    return _mode
 
 
-def _cpu_vendor() -> str:
+def measured_choice(cache: Path | None = None) -> str:
+    """``onednn`` or ``default``: which took a float32 product of ``_MEASURE_SIZE`` rows faster on this machine, with
+    oneDNN needing ``AUTO_MARGIN``; measured once (about 50 ms) and kept in ``cache`` (default: zoo's folder in the
+    user's cache folder), keyed by the CPU's model and flags and torch's version."""
+    path = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo" / "fp32_products.json"
+    key = f"{cpu_model()}|{hash(frozenset(cpu_flags())) & 0xFFFFFFFF:08x}|torch {torch.__version__}"
     try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
+        known = json.loads(path.read_text())
+        if isinstance(known, dict) and known.get(key) in PRODUCTS:
+            return known[key]
+    except (OSError, ValueError):
+        known = {}
+    choice = "onednn" if _seconds(F.linear) > AUTO_MARGIN * _seconds(torch_internals.onednn_linear) else "default"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept = {k: v for k, v in (known if isinstance(known, dict) else {}).items() if isinstance(v, str)}
+        staged = path.with_name(f".{path.name}.{os.getpid()}")
+        staged.write_text(json.dumps({**kept, key: choice}, indent=1) + "\n")
+        os.replace(staged, path)
+    except OSError:  # a read-only cache folder: measured again by the next process
         pass
-    return "unknown"
+    return choice
+
+
+def _seconds(product: Any, repeats: int = 40) -> float:
+    """The best of three timings of ``repeats`` products of ``_MEASURE_SIZE``-square float32 matrices, one thread."""
+    generator = torch.Generator().manual_seed(0)  # not the global one: the run's random streams stay as they are
+    size = _MEASURE_SIZE
+    x, weight, bias = (torch.randn(*shape, generator=generator) for shape in ((size, size), (size, size), (size,)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = math.inf
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                product(x, weight, bias)
+            best = min(best, time.perf_counter() - start)
+        return best
+    finally:
+        torch.set_num_threads(threads)
 
 
 @torch.library.custom_op("zoo::onednn_linear", mutates_args=(), device_types="cpu")
 def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``x @ weight.T + bias`` for 2-D float32 ``x`` and ``weight`` (any strides), by oneDNN."""
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return torch_internals.onednn_linear(x, weight, bias)
 
 
 @_onednn_linear.register_fake
@@ -92,8 +145,7 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
 
 _onednn_linear.register_autograd(_backward, setup_context=_setup)
 
-# Decided once, at import (reading it inside a traced graph is a constant): see the module docstring.
-FP32_PRODUCTS = _decide()
+_mode: str | None = None  # this process's path: set_fp32_products
 _LOWERED: bool | None = None
 # In inductor's cache key where the lowering is registered: change it with the lowering's code or the op's backward
 # (a cached graph holds the code the lowering generated, and the backward traced when it was compiled: AOT autograd's
@@ -119,44 +171,24 @@ def dense_layout(size: tuple[int, int], strides: tuple[int, int]) -> bool:
 def lower_for_inductor() -> bool:
     """Let compiled graphs call oneDNN's product directly (True), instead of through this module's custom op.
 
-    A graph calls a custom op through Python (dispatch, the autograd wrapper, the function): about 15 us each, 0.5-0.7
-    ms of the 45 products of a compiled SAC Hopper update (4.8-5.0 ms against 5.3-5.6 in one process, AMD EPYC).
-    This registers an inductor lowering of ``zoo::onednn_linear`` to a plain call of ``mkldnn._linear_pointwise``
-    (the same kernel, the same numbers; views oneDNN would multiply slowly copied first, see ``dense_layout``) and
-    tags inductor's cache key, so that graphs cached without the lowering are not reused. Idempotent; False, and
-    graphs keep calling the custom op, where this torch's inductor lacks what it needs (its lowering API is private).
+    A graph calls a custom op through Python (dispatch, the autograd wrapper, the function): about 15 us each, half a
+    millisecond of a compiled SAC update's 45 products. This registers an inductor lowering of ``zoo::onednn_linear``
+    to a plain call of oneDNN's linear (the same kernel, the same numbers; views oneDNN would multiply slowly copied
+    first, see ``dense_layout``) and tags inductor's cache key, so that graphs cached without the lowering are not
+    reused. Idempotent; False, and graphs keep calling the custom op, where this torch's inductor lacks what it needs
+    (``torch_internals.register_onednn_lowering``).
     """
     global _LOWERED
     if _LOWERED is None:
-        _LOWERED = False
-        try:
-            from torch._inductor.ir import ExternKernel
-            from torch._inductor.lowering import fallback_handler, register_lowering
-
-            onednn = fallback_handler(torch.ops.mkldnn._linear_pointwise.default, add_to_fallback_set=False)
-
-            def dense(matrix: Any) -> Any:
-                matrix = ExternKernel.realize_input(matrix)
-                try:
-                    ok = dense_layout(tuple(matrix.get_size()), tuple(matrix.get_stride()))
-                except Exception:  # no fixed layout yet
-                    ok = False
-                return matrix if ok else ExternKernel.require_contiguous(matrix)
-
-            def lowering(x: Any, weight: Any, bias: Any = None) -> Any:
-                return onednn(dense(x), dense(weight), bias, "none", [], "")
-
-            register_lowering(torch.ops.zoo.onednn_linear.default, type_promotion_kind=None)(lowering)
-            tag = torch.compiler.config.cache_key_tag
-            torch.compiler.config.cache_key_tag = f"{tag}+{LOWERING_TAG}" if tag else LOWERING_TAG
-            _LOWERED = True
-        except Exception:  # pragma: no cover - another torch's private inductor API: the custom op still works
-            pass
+        problem = torch_internals.register_onednn_lowering(torch.ops.zoo.onednn_linear.default, dense_layout)
+        if problem is None:
+            torch_internals.tag_cache_key(LOWERING_TAG)
+        _LOWERED = problem is None
     return _LOWERED
 
 
 def _onednn(x: torch.Tensor) -> bool:
-    if FP32_PRODUCTS != "onednn" or x.dtype != torch.float32 or x.device.type != "cpu" or x.ndim < 2:
+    if fp32_products() != "onednn" or x.dtype != torch.float32 or x.device.type != "cpu" or x.ndim < 2:
         return False
     if not torch.compiler.is_compiling() and (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()):
         return False  # an exported module holds standard operators only

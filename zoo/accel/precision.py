@@ -16,19 +16,9 @@ cost around them: a batch of at least ``AUTO_MIN_BATCH`` rows through a hidden l
 wide, or an image encoder (convolutions). Else fp32. The choice is recorded in the run directory's environment
 record (``environment.json``).
 
-Measured here in one run (2-core AMD EPYC with AVX-512 BF16, one thread, torch 2.13, the two precisions
-interleaved; bf16 matmuls at 164 GFLOP/s against 84 for fp32), ms per update fp32 -> bf16
-(``benchmarks/precision_bench.py``):
-
-- SAC, Hopper's spaces, batch 256, two hidden layers: width 64 3.46 -> 3.55 (0.97x), 128 5.80 -> 4.87 (1.19x),
-  256 12.87 -> 10.10 (1.27x)
-- TD3, the same: 64 1.72 -> 2.17 (0.79x), 128 3.80 -> 3.65 (1.04x), 256 9.42 -> 6.46 (1.46x)
-- DQN, CartPole's spaces: batch 64 width 256 1.45 -> 1.67 (0.87x), batch 64 width 512 4.25 -> 4.25 (1.00x; 1.12x
-  in another run), batch 256 width 256 3.30 -> 2.53 (1.30x), batch 256 width 512 9.75 -> 5.69 (1.71x); NatureCNN
-  on 4x84x84 frames, batch 32: 42.8 -> 31.5 (1.36x; 1.61x in another run)
-
-Every case with batch >= 256 and width >= 256, and the CNN, gained; every case that lost is outside them (some
-that gained a little, SAC at width 128, are outside too: auto never loses, it may leave a little on the table).
+The sizes from which ``auto`` takes bf16 come from ``benchmarks/precision_bench.py`` (docs/speed.md has the
+figures): every case measured with a batch of at least 256 and a width of at least 256, and the CNN, gained; every case
+that lost was outside them (``auto`` never loses; it may leave a little on the table).
 """
 
 from __future__ import annotations
@@ -49,15 +39,26 @@ AUTO_MIN_WIDTH = 256
 
 
 @functools.cache
-def _cpu_flags() -> frozenset[str]:
+def _cpuinfo(field: str) -> str:
+    """The first value of ``field`` in /proc/cpuinfo ("" where there is none: another OS)."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
             for line in cpuinfo:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if line.split(":", 1)[0].strip() == field:
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return frozenset()
+    return ""
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's instruction-set flags (Linux; empty elsewhere): what the fast paths are chosen by."""
+    return frozenset(_cpuinfo("flags").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux; "" elsewhere)."""
+    return _cpuinfo("model name")
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -66,7 +67,7 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_available() and torch.cuda.get_device_capability(device)[0] >= 8
     if device.type == "cpu":
-        return bool({"avx512_bf16", "amx_bf16"} & _cpu_flags())
+        return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
     return False
 
 

@@ -8,15 +8,14 @@ eager code with no host sync (no ``.item()``, no branch on a tensor's value, met
 Both draw the same random numbers in the same order (on the CPU, inductor's ``fallback_random`` calls torch's own
 generator), so they agree within float rounding, and each resumes exactly within its mode.
 
-Why: for networks of this size the eager update is bound by per-operator overhead, not arithmetic. Measured in one
-run on a 2-core AMD EPYC (AVX-512 BF16), one thread, SAC on Hopper's spaces, 256x256, batch 256, ms per update
-(``benchmarks/update_profile.py --compile``; figures in the README's speed section).
+Why: for networks of this size the eager update is bound by per-operator overhead, not arithmetic (docs/speed.md has
+the figures, ``benchmarks/sac_speed.py`` measures them).
 
 ``auto`` is on where the compile time pays: the policy's update is compile-ready (``OffPolicyPolicy.compilable``),
 a working compiler is present (``compiler_status``), and the run plans at least ``AUTO_MIN_UPDATES`` gradient
-updates. A cold compile takes 20-50 s here per graph (one per combination of the update's cadences: SAC with
-every-update actor steps has one, TD3's delayed actor two); inductor's cache (``inductor_cache_dir``, kept across
-runs) brings a repeated or resumed run's compile down to a few seconds. A compile that fails says so in one line
+updates. A cold compile takes tens of seconds per graph (one per combination of the update's cadences: SAC with
+every-update actor steps has one, TD3's delayed actor two); inductor's cache (``settings.inductor_cache_dir``, kept
+across runs) brings a repeated or resumed run's compile down to a few seconds. A compile that fails says so in one line
 and trains eager (``auto``) or stops the run before anything changed (``on``).
 """
 
@@ -30,19 +29,19 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterable
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..config.schema import Field
 from ..errors import ConfigError
-from .matmul import lower_for_inductor
+from . import torch_internals
+from .settings import inductor_cache_dir, prepare_compiler, settings
 
 log = logging.getLogger("zoo")
 
 COMPILE_MODES = ("auto", "on", "off")
-# Below this many gradient updates in a run, a cold compile (20-50 s per graph) costs about what it saves.
+# Below this many gradient updates in a run, a cold compile costs about what it saves.
 AUTO_MIN_UPDATES = 20_000
 
 COMPILE_FIELD = Field(
@@ -55,37 +54,18 @@ COMPILE_FIELD = Field(
 def compiler_status() -> str | None:
     """None when ``torch.compile`` can build the learning step here, else why not (one phrase).
 
-    Needs dynamo's tracing of ``torch.autograd.grad`` (``trace_autograd_ops``, torch 2.11 and later) and, for the
-    CPU, a C++ compiler (inductor writes C++; ``CXX`` or g++/clang++ on the PATH).
+    Needs dynamo's tracing of ``torch.autograd.grad`` (``torch_internals.MIN_TORCH``, pyproject's torch floor) and,
+    for the CPU, a C++ compiler (inductor writes C++; ``CXX`` or g++/clang++ on the PATH).
     """
     if sys.platform == "win32":
         return "torch.compile's CPU backend is not set up on Windows here"
-    try:
-        import torch._dynamo  # noqa: F401  (the compiler's front end: absent on some builds)
-    except Exception as exc:  # pragma: no cover - depends on the torch build
-        return f"torch._dynamo cannot be imported ({exc})"
-    if not hasattr(torch._dynamo.config, "trace_autograd_ops"):
-        return f"torch {torch.__version__} cannot trace torch.autograd.grad into a graph (needs torch 2.11 or later)"
+    problem = torch_internals.compile_support()
+    if problem is not None:
+        return problem
     compilers = [os.environ.get("CXX")] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
     if not any(shutil.which(name) for name in compilers if name):
         return "no C++ compiler found (inductor needs g++ or clang++ on the PATH, or CXX)"
     return None
-
-
-def inductor_cache_dir() -> Path:
-    """Where inductor keeps compiled kernels: ``TORCHINDUCTOR_CACHE_DIR`` when set (to other than inductor's own
-    default, a folder of the system's temporary folder that a reboot may empty), else ``zoo/inductor`` in the
-    user's cache folder (``XDG_CACHE_HOME``, default ``~/.cache``), so that a repeated or resumed run finds them."""
-    configured = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if configured:
-        try:
-            from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-        except ImportError:  # pragma: no cover - another torch layout: the variable is the user's
-            return Path(configured)
-        if os.path.abspath(configured) != os.path.abspath(default_cache_dir()):
-            return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "zoo" / "inductor"
 
 
 def resolve_compile(requested: str, compilable: bool, planned_updates: int | None, device: torch.device,
@@ -112,7 +92,7 @@ class CompiledStep:
     """``fn(*args)`` compiled as one graph per variant (a hashable key naming the cadences due in this call);
     ``what`` names it in messages ("SACPolicy's learning step"); ``eager`` (default ``fn``) is what runs after a
     failed compile (the off-policy base compiles its step with the networks' parameters as views of their flat
-    buffers, ``zoo.policies.flat_views``, and falls back to the plain step).
+    buffers, ``zoo.accel.flat_views``, and falls back to the plain step).
 
     The first call of each variant compiles it (timed into ``seconds``); a failure there is one log line and eager
     from then on (``required=False``), or a ConfigError (``required=True``) raised before the step changed
@@ -120,14 +100,14 @@ class CompiledStep:
     boundary and (``gradients``) on inside: ``fn`` takes its gradients itself, so it is one inference graph with no
     autograd around it. Calls run under ``torch.no_grad()``, the eager fallback too.
 
-    On CUDA the graph is also captured as a CUDA graph (``mode="reduce-overhead"``) unless ``ZOO_CUDA_GRAPHS=0``:
+    On CUDA the graph is also captured as a CUDA graph (``mode="reduce-overhead"``) unless ``accel.cuda_graphs`` is off:
     ``static()`` names the tensors the step reads and writes in place (weights, optimiser state, the replay's
     device mirror), whose addresses the captured graph keeps; the step's outputs are copied out after each replay.
 
     On the CPU the graph runs with denormal floats flushed to zero (FTZ/DAZ, as XLA runs its CPU code): values
     below 1.2e-38 in float32 (Adam's second moments of near-zero gradients, bf16 products) otherwise take a slow
-    path per operation; measured on SAC Hopper in bf16, 0.4-0.5 ms of a 3.5 ms update. Eager keeps them (no change
-    above that size, so both modes still agree within float tolerance); the flag is reset after each call.
+    path per operation (about a tenth of a bf16 SAC update; docs/speed.md). Eager keeps them (no change above that
+    size, so both modes still agree within float tolerance); the flag is reset after each call.
     """
 
     def __init__(self, fn: Callable[..., Any], what: str, required: bool, device: torch.device,
@@ -135,26 +115,18 @@ class CompiledStep:
                  eager: Callable[..., Any] | None = None) -> None:
         self.eager = fn if eager is None else eager  # the fallback: fn itself, or its plain eager form
         self.what, self.required = what, required
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
-        # Dynamo traces torch.autograd.grad into the graph only with this flag (a recompile, say after a guard
-        # fails, must see it too, hence process-wide rather than around the first call).
-        torch._dynamo.config.trace_autograd_ops = True
-        lower_for_inductor()  # oneDNN float32 products called directly from the graph
-        # Every CompiledStep's graphs are entries of one code object (``graph`` below); a run holds a few (one per
-        # cadence combination, and acting), a process that builds many policies (tests, tuning) more.
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
+        prepare_compiler()  # once per process: the cache folder, dynamo's settings, the oneDNN lowering
         self.gradients = gradients
-        self.cuda_graphs = device.type == "cuda" and os.environ.get("ZOO_CUDA_GRAPHS", "1") != "0"
+        self.cuda_graphs = device.type == "cuda" and settings().cuda_graphs
         self._static = static
         # On the CPU random ops call torch's own generator in program order, as eager does (same numbers, exact
         # resume); on CUDA inductor's own Philox generator, which graph capture supports.
         options = {"fallback_random": device.type == "cpu", "triton.cudagraphs": self.cuda_graphs}
         # On the CPU the graph's host code (allocating each buffer, calling each kernel and oneDNN product) is C++
-        # rather than Python: measured on SAC Hopper, one thread, 3-5% more updates per second in fp32, 4-7% in
-        # bf16, compile time unchanged. ZOO_CPP_WRAPPER=0 keeps inductor's Python wrapper; so does a first compile
-        # whose C++ this machine's compiler cannot build (retried once with the Python wrapper, said in the log).
-        if device.type == "cpu" and os.environ.get("ZOO_CPP_WRAPPER", "1") != "0":
+        # rather than Python (a few per cent more updates per second; docs/speed.md), unless accel.cpp_wrapper is
+        # off or a first compile's C++ cannot be built by this machine's compiler (retried once with the Python
+        # wrapper, said in the log).
+        if device.type == "cpu" and settings().cpp_wrapper:
             options["cpp_wrapper"] = True
 
         def graph(*args: Any) -> Any:
@@ -188,7 +160,7 @@ class CompiledStep:
         with torch.no_grad():
             result = self.compiled(*args)
         # the captured graph's outputs are overwritten by its next replay: keep copies
-        return torch.utils._pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, result)
+        return torch_internals.clone_tensors(result)
 
     @property
     def active(self) -> bool:
@@ -208,7 +180,7 @@ class CompiledStep:
         try:
             if self.cuda_graphs and not self.variants:
                 for tensor in self._static():
-                    torch._dynamo.mark_static_address(tensor)
+                    torch_internals.mark_static_address(tensor)
             result = self._run(args)
         except Exception as exc:  # compile errors come in many types; each is reported in one line
             if not (self.cpp_wrapper and _cpp_compile_error(exc)):
@@ -225,7 +197,7 @@ class CompiledStep:
         self.seconds += seconds
         self.variants.add(variant)
         log.info(f"compiled {self.what} (graph {len(self.variants)}) in {seconds:.1f} s; inductor "
-                 f"cache {os.environ['TORCHINDUCTOR_CACHE_DIR']}")
+                 f"cache {inductor_cache_dir()}")
         return result
 
     def _failed(self, exc: Exception, args: tuple[Any, ...]) -> Any:
@@ -242,7 +214,7 @@ class CompiledStep:
         """Facts for the run's environment record: graphs, compile seconds, the cache, CUDA graphs, the C++ wrapper,
         a failure."""
         record: dict[str, Any] = {"compile_graphs": len(self.variants), "compile_seconds": round(self.seconds, 2),
-                                  "inductor_cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+                                  "inductor_cache": str(inductor_cache_dir()),
                                   "cuda_graphs": self.cuda_graphs, "cpp_wrapper": self.cpp_wrapper}
         if self.failure is not None:
             record["compile_failure"] = self.failure

@@ -7,7 +7,8 @@ returns a ``NumpyRolloutActor`` (in place of the default actor, which calls ``co
 ``values_of`` stay torch: the readable reference that this module is tested against.
 
 Off-policy learners (SAC, TD3) act one step at a time with weights that change at every update: ``LiveMLP`` runs
-their actor on numpy views of its parameters (no copies), through ``acting_forward`` from their ``numpy_explore``.
+their actor on numpy views of its parameters (no copies), the numpy forward their actors declare beside their torch
+one (``zoo.policies.continuous_networks``).
 
 Why numpy: for the 64-64 MLPs of classic control every torch call costs microseconds of dispatch, more than its
 arithmetic. benchmarks/acting_bench.py (one thread; ratios to torch eager under ``no_grad``): acting for one
@@ -127,24 +128,6 @@ class LiveMLP:
         x = np.matmul(x, weight)
         x += bias
         return x
-
-
-def acting_forward(policy: Any, obs: torch.Tensor, actor_type: type, explore_action: Callable) -> LiveMLP | None:
-    """The ``LiveMLP`` an off-policy ``policy`` acts with in numpy for ``obs``, kept in ``policy._numpy_actor``:
-    where the policy's class acts with ``explore_action`` (a subclass that overrides it is not second-guessed), its
-    ``actor`` is an ``actor_type`` (``layers``, ``activation_names``), and observations and weights are float32 on
-    the CPU; None elsewhere. A new one where the kept one no longer reads the actor's parameters."""
-    if type(policy).explore_action is not explore_action or type(policy.actor) is not actor_type:
-        return None
-    if obs.device.type != "cpu" or obs.dtype != torch.float32:
-        return None
-    layers, current = list(policy.actor.layers), policy._numpy_actor
-    if current is None or not current.current(layers):
-        weight = layers[0].weight
-        if weight.device.type != "cpu" or weight.dtype != torch.float32:
-            return None
-        current = policy._numpy_actor = LiveMLP(layers, policy.actor.activation_names)
-    return current
 
 
 class NumpyActing:

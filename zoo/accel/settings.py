@@ -1,0 +1,87 @@
+"""The acceleration wing's process-wide settings: read once per process from the run's ``accel`` config section.
+
+The section's keys are declared with the base keys (``zoo.config.resolve.BASE_FIELDS``, ``accel.*``).
+``zoo.pipelines.process.setup_process`` calls ``configure(cfg.accel)`` in every process of a run (learner, DPPO
+workers, IMPALA actors) before a policy is built; a process that builds policies without a run (a test, a benchmark)
+gets the defaults. What the settings steer is how zoo computes, never what it learns: a resumed run may change them.
+
+- ``cuda_graphs``: on CUDA the compiled learning step is captured as a CUDA graph (off: its kernels launch one by one).
+- ``cpp_wrapper``: on the CPU inductor writes a compiled step's host code as C++ (off: inductor's Python wrapper).
+- ``fp32_products``: how the off-policy networks take float32 products on the CPU (``zoo.accel.matmul``).
+- ``inductor_cache``: the folder of inductor's compiled kernels (``inductor_cache_dir``).
+
+The torch settings that compiling needs (dynamo's tracing of autograd, the oneDNN lowering, the cache folder) are
+made once, by ``prepare_compiler``, the first time a step compiles in the process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import torch_internals
+
+
+@dataclass
+class Settings:
+    """The values of the ``accel`` section in this process (see the module docstring)."""
+
+    cuda_graphs: bool = True
+    cpp_wrapper: bool = True
+    fp32_products: str = "auto"
+    inductor_cache: str | None = None
+
+
+_settings = Settings()
+_compiler_prepared = False
+
+
+def configure(section: Mapping[str, Any] | None) -> Settings:
+    """Take this process's settings from a resolved config's ``accel`` section (None: the defaults)."""
+    global _settings
+    section = dict(section or {})
+    _settings = Settings(bool(section.get("cuda_graphs", True)), bool(section.get("cpp_wrapper", True)),
+                         str(section.get("fp32_products", "auto")), section.get("inductor_cache"))
+    from . import matmul
+
+    matmul.set_fp32_products(_settings.fp32_products)
+    if _compiler_prepared:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
+    return _settings
+
+
+def settings() -> Settings:
+    """This process's settings."""
+    return _settings
+
+
+def inductor_cache_dir() -> Path:
+    """Where inductor keeps compiled kernels: ``accel.inductor_cache`` when set; else ``TORCHINDUCTOR_CACHE_DIR`` when
+    set to other than inductor's own default (a folder of the system's temporary folder, which a reboot may empty);
+    else ``zoo/inductor`` in the user's cache folder (``XDG_CACHE_HOME``, default ``~/.cache``), so that a repeated or
+    resumed run finds them."""
+    if _settings.inductor_cache:
+        return Path(_settings.inductor_cache).expanduser()
+    configured = torch_internals.cache_dir_from_environment()
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "zoo" / "inductor"
+
+
+def prepare_compiler() -> None:
+    """The torch settings every compiled step needs, made once per process: inductor's cache folder, dynamo's tracing
+    of ``torch.autograd.grad`` and its recompile limits, and the oneDNN lowering (``zoo.accel.matmul``)."""
+    global _compiler_prepared
+    if _compiler_prepared:
+        return
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
+    torch_internals.configure_dynamo()
+    from . import matmul
+
+    matmul.lower_for_inductor()
+    matmul.fp32_products()  # decided now, outside any traced code
+    _compiler_prepared = True
