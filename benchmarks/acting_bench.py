@@ -6,7 +6,7 @@ Usage:
 Alternatives (one torch thread, OpenBLAS one thread): torch eager under ``no_grad`` (zoo's ``collect`` and
 ``values_of``, ``numpy_acting=False``), the same under ``torch.inference_mode``, the networks (the sampling included)
 under ``torch.jit.trace``, ``torch.jit.script`` and ``torch.compile`` (its compile time printed apart; skipped with
-``--no-compile``), and zoo's numpy path (``zoo.policies.numpy_actor``, the default).
+``--no-compile``), and zoo's numpy path (``zoo.accel.numpy_acting``, the default).
 
 Micro (microseconds per call; ratio to torch eager):
 - act, CartPole: one vector step of 16 envs, 4 inputs, 64-64 tanh MLP, 2 logits, Gumbel-max sample;

@@ -4,10 +4,10 @@ then every algorithm's config for a short run on CUDA with evaluation and resume
 
 Overview:
     Part 1, speed: SAC (256x256, batch 256, one update per env step, Adam 3e-4) on Hopper-v5 through
-    ``benchmarks/cuda_loop.py``, one process per contender: CPU eager, CPU compiled (one thread), CUDA eager, CUDA
-    compiled without and with CUDA graphs (``ZOO_CUDA_GRAPHS``), CUDA compiled with graphs under bf16; with
-    ``--base CHECKOUT`` each CUDA contender again on that checkout's zoo (``base_NAME``: a commit compared against
-    in the same run). ``--random`` random steps, ``--warmup`` learning steps (compiles included), ``--measured``
+    ``benchmarks/contenders/cuda_loop.py``, one process per contender: CPU eager, CPU compiled (one thread), CUDA eager,
+    CUDA compiled without and with CUDA graphs (``accel.cuda_graphs``), CUDA compiled with graphs under bf16; with
+    ``--base CHECKOUT`` each CUDA contender again on that checkout's zoo (``base_NAME``: a commit compared against in
+    the same run). ``--random`` random steps, ``--warmup`` learning steps (compiles included), ``--measured``
     timed learning steps: the loop's steps per second (env step + acting + update), then learning calls alone
     (updates per second); ``--profile`` adds a cProfile and a torch-profiler iteration of ``cuda_graphs`` (and
     its base) to ``OUT/profiles.txt``.
@@ -50,15 +50,15 @@ def zoo(args: list[str], env: dict[str, str] | None = None, timeout: float = 300
     return code, out, time.perf_counter() - start
 
 
-# (name, device, compile, precision, ZOO_CUDA_GRAPHS, profiled)
+# (name, device, compile, precision, CUDA graphs 1/0, profiled)
 CONTENDERS = [("cpu_eager", "cpu", "off", "fp32", "1", False), ("cpu_compiled", "cpu", "on", "fp32", "1", False),
               ("cuda_eager", "cuda", "off", "fp32", "1", False), ("cuda_compiled", "cuda", "on", "fp32", "0", False),
               ("cuda_graphs", "cuda", "on", "fp32", "1", True), ("cuda_graphs_bf16", "cuda", "on", "bf16", "1", False)]
 
 
 def speed(out: Path, args: argparse.Namespace) -> list[dict]:
-    """Each contender through ``benchmarks/cuda_loop.py`` in a process of its own (``base_`` ones with the zoo of
-    ``--base``, the commit compared against): loop steps/s, updates/s, compile seconds; profiles into
+    """Each contender through ``benchmarks/contenders/cuda_loop.py`` in a process of its own (``base_`` ones with the
+    zoo of ``--base``, the commit compared against): loop steps/s, updates/s, compile seconds; profiles into
     ``OUT/profiles.txt``."""
     contenders = [c for c in CONTENDERS if args.device == "cuda" or c[1] == "cpu"]
     if args.base:
@@ -68,7 +68,8 @@ def speed(out: Path, args: argparse.Namespace) -> list[dict]:
         contenders = sorted((c for c in contenders if c[0] in order), key=lambda c: order.index(c[0]))
     results = []
     for name, device, compile_mode, precision, graphs, profiled in contenders:
-        command = [sys.executable, str(ROOT / "benchmarks" / "cuda_loop.py"), "--name", name, "--device", device,
+        loop = ROOT / "benchmarks" / "contenders" / "cuda_loop.py"
+        command = [sys.executable, str(loop), "--name", name, "--device", device,
                    "--compile", compile_mode, "--precision", precision, "--graphs", graphs,
                    "--zoo", args.base if name.startswith("base_") else str(ROOT), "--random", str(args.random),
                    "--warmup", str(args.warmup), "--timed", str(args.measured), "--report", str(out / "profiles.txt")]

@@ -6,7 +6,7 @@ Overview:
     builds the policy in fp32 and in bf16 from the same seed and times ``learn`` (minibatch draw, forward,
     backward, optimiser, targets) over a replay of random transitions, the two precisions interleaved. Prints ms
     per update, the bf16/fp32 speed ratio, and what ``precision: auto`` picks there (it must never pick bf16 where
-    the ratio is below 1: ``zoo.policies.precision.AUTO_MIN_WORK``).
+    the ratio is below 1: ``zoo.accel.precision``: ``AUTO_MIN_BATCH``, ``AUTO_MIN_WIDTH``).
     Also says whether this CPU has native bf16 matmuls (AVX-512 BF16 / AMX); without them bf16 is emulated
     and slower. One torch thread.
 
@@ -34,7 +34,7 @@ from zoo.policies.base import LearnContext  # noqa: E402
 from zoo.registry import POLICY_REGISTRY  # noqa: E402
 
 BOX3 = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
-# (policy, observation shape, action space, hidden sizes, batch size): the cases of zoo.policies.precision's table
+# (policy, observation shape, action space, hidden sizes, batch size): the cases of docs/speed.md's precision figures
 CASES = [("sac", (11,), BOX3, [w, w], 256) for w in (64, 128, 256)] + [
     ("td3", (11,), BOX3, [w, w], 256) for w in (64, 128, 256)] + [
     ("dqn", (4,), gym.spaces.Discrete(2), [w, w], batch) for w, batch in ((256, 64), (512, 64), (256, 256), (512, 256))

@@ -13,13 +13,17 @@ Overview:
     - SB3 2.9.2's SAC and SBX's (SB3's API in JAX, one ``jax.jit`` update), each in its own virtualenv
       (``--sb3-python``, ``--sbx-python``; skipped with a line when absent), timed by a callback.
 
+    With ``--base CHECKOUT`` every zoo contender runs a second time as ``base_<name>`` with the zoo of that checkout
+    (another commit, e.g. a ``git worktree``): old against new, interleaved in the same rounds.
+
     For each: ms per loop step (env step, acting, storing, one update) after the warm-up, ms per step of the random
     phase (the env and the loop's bookkeeping without learning), their difference (the update and acting, per
-    step), the compile (or JIT) seconds, and the ratio of loop steps per second to zoo fp32 eager's. Rounds are
-    interleaved (contender order rotates) and each contender's median round is reported.
+    step), the compile (or JIT) seconds, and the ratio of loop steps per second to zoo fp32 eager's (and, with
+    ``--base``, each zoo contender's to its base). Rounds are interleaved (contender order rotates) and each
+    contender's median round is reported.
 
-    python benchmarks/sac_speed.py [--rounds 3] [--measured 3000] [--contenders zoo_fp32 sbx ...]
-    (``benchmarks/sac_hopper_peer.py --speed`` runs this)
+    python benchmarks/sac_speed.py [--rounds 3] [--measured 3000] [--contenders zoo_fp32 sbx ...] [--base DIR]
+    (docs/speed.md quotes its runs)
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
               "JAX_PLATFORMS": "cpu"}
 
 
-def run_child(command: list[str], cpu: int, timeout: float) -> dict:
-    """Run ``command`` pinned to ``cpu``; its last stdout line is its JSON result."""
-    environ = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(ROOT)}
+def run_child(command: list[str], cpu: int, timeout: float, zoo: Path = ROOT) -> dict:
+    """Run ``command`` pinned to ``cpu`` with the zoo of the checkout ``zoo``; its last stdout line is its JSON
+    result."""
+    environ = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(zoo), "SAC_SPEED_ZOO": str(zoo)}
     done = subprocess.run(["taskset", "-c", str(cpu), *command], capture_output=True, text=True, timeout=timeout,
                           env=environ, cwd=ROOT)
     if done.returncode != 0:
@@ -54,7 +59,7 @@ def run_child(command: list[str], cpu: int, timeout: float) -> dict:
 
 
 def zoo_child(name: str, args: argparse.Namespace, runs: Path) -> list[str]:
-    compile_mode, precision = ZOO_CONTENDERS[name]
+    compile_mode, precision = ZOO_CONTENDERS[name.removeprefix("base_")]
     steps = args.random + args.warmup + args.measured
     config = {"exp_name": name, "seed": 0, "runs_dir": str(runs), "torch_threads": 1, "env": {"id": "Hopper-v5"},
               "policy": {"type": "sac", "hidden_sizes": [256, 256], "batch_size": 256, "actor_learning_rate": 3e-4,
@@ -69,7 +74,14 @@ def zoo_child(name: str, args: argparse.Namespace, runs: Path) -> list[str]:
 
 def zoo_result(config_path: str) -> None:
     """In the child: run zoo on the config, then time it from its metrics rows."""
+    # the checkout asked for, not an editable install of this one (whose import hook would win over PYTHONPATH)
+    sys.meta_path[:] = [finder for finder in sys.meta_path if "__editable__" not in type(finder).__module__
+                        and "__editable__" not in getattr(finder, "__name__", "")]
+    sys.path.insert(0, os.environ["SAC_SPEED_ZOO"])
+    import zoo
     from zoo.run import train
+
+    assert os.path.realpath(zoo.__file__).startswith(os.path.realpath(os.environ["SAC_SPEED_ZOO"])), zoo.__file__
 
     config = json.loads(Path(config_path).read_text())
     run = Path(train(config)["run_dir"])
@@ -122,10 +134,11 @@ def peer_result(kind: str, args: argparse.Namespace) -> None:
 
 def command_for(name: str, args: argparse.Namespace, runs: Path) -> list[str] | None:
     common = ["--random", str(args.random), "--warmup", str(args.warmup), "--measured", str(args.measured)]
-    if name in ZOO_CONTENDERS:
+    if name.removeprefix("base_") in ZOO_CONTENDERS:
         return zoo_child(name, args, runs)
     if name.startswith("ref"):
-        return [sys.executable, str(ROOT / "benchmarks" / "compiled_sac_reference.py"), "--learning-starts",
+        script = ROOT / "benchmarks" / "contenders" / "compiled_sac_reference.py"
+        return [sys.executable, str(script), "--learning-starts",
                 str(args.random), "--warmup", str(args.warmup), "--steps", str(args.measured),
                 *(["--bf16"] if name == "ref_bf16" else [])]
     python = args.sb3_python if name == "sb3" else args.sbx_python
@@ -145,6 +158,7 @@ def main() -> None:
     parser.add_argument("--sb3-python", default="/work/peers/sb3/bin/python")
     parser.add_argument("--sbx-python", default="/work/peers/sbx/bin/python")
     parser.add_argument("--json", help="write every round's results here")
+    parser.add_argument("--base", type=Path, help="a checkout whose zoo runs each zoo contender again (base_<name>)")
     parser.add_argument("--zoo-child", help=argparse.SUPPRESS)
     parser.add_argument("--peer-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -154,6 +168,8 @@ def main() -> None:
         return peer_result(args.peer_child, args)
     os.environ["SAC_SPEED_TIMED_FROM"] = str(args.random + args.warmup)
     runs = Path(tempfile.mkdtemp(prefix="zoo_sac_speed_"))
+    if args.base is not None:
+        args.contenders = [*args.contenders, *(f"base_{name}" for name in args.contenders if name in ZOO_CONTENDERS)]
     results: dict[str, list[dict]] = {name: [] for name in args.contenders}
     cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                       if line.startswith("model name")), "unknown CPU")
@@ -168,7 +184,8 @@ def main() -> None:
             if command is None:
                 print(f"  {name}: skipped (no virtualenv with it; see --sb3-python / --sbx-python)", flush=True)
                 continue
-            result = run_child(command, args.cpu, timeout=1800)
+            zoo = args.base.resolve() if name.startswith("base_") else ROOT
+            result = run_child(command, args.cpu, timeout=1800, zoo=zoo)
             results[name].append(result)
             print(f"  round {round_index + 1} {name}: {json.dumps(result)}", flush=True)
     if args.json:
@@ -186,6 +203,12 @@ def report(results: dict[str, list[dict]]) -> None:
         ratio = f"{base / m['loop_ms']:10.2f}x" if base else ""
         print(f"{name:<19} {m['loop_ms']:8.2f} {m['random_ms']:7.2f} {m['loop_ms'] - m['random_ms']:7.2f} "
               f"{m['compile_s']:9.1f} {1e3 / m['loop_ms']:8.1f} {ratio}")
+    pairs = [(name, f"base_{name}") for name in median if f"base_{name}" in median]
+    for name, old in pairs:  # each round's new against the same round's old, then their median
+        ratios = [b["loop_ms"] / a["loop_ms"] for a, b in zip(results[name], results[old])
+                  if "error" not in a and "error" not in b]
+        print(f"{name} against its base: {statistics.median(ratios):.3f}x loop steps/s (rounds: "
+              f"{', '.join(f'{r:.3f}' for r in ratios)})")
     for name, rounds in results.items():
         errors = [r["error"] for r in rounds if "error" in r]
         if errors:

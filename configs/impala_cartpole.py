@@ -6,12 +6,12 @@ the learner's tanh took a quarter of its time, and with ReLU 2 actors collect 1.
 2-core machine (1.39x with tanh), learning as fast. Without the reward scale (entropy_coef 0, gamma 0.98), 3 of 6
 seeds were still near 200 at 600k steps.
 
-Adam's epsilon is 1e-3, not 1e-5: left running (3M steps, stop_return off, 5-episode evals every 50 updates, seeds
-0-3; benchmarks/stability.py), 23 of 213 evaluations after the first at 500 fell below 475 with 1e-5 (to 86), 1 of
-218 with 1e-3; at a constant learning rate, 16 of 222 with one seed collapsing for good (entropy 0, return 9, from
-2.4M steps on) against 6 of 218 and none. Once solved, the gradients are tiny (norm about 0.01) and so is Adam's
-second moment: the next larger gradient then moves every weight by about the learning rate, enough to saturate the
-softmax. An epsilon above the gradients' size bounds those steps."""
+Adam's epsilon is 1e-3, not 1e-5: left running (3M steps, stop_return off, 5-episode evals every 50 updates, seeds 0-3;
+benchmarks/stability.py, retired at commit 720345a), 23 of 213 evaluations after the first at 500 fell below 475 with
+1e-5 (to 86), 1 of 218 with 1e-3; at a constant learning rate, 16 of 222 with one seed collapsing for good (entropy 0,
+return 9, from 2.4M steps on) against 6 of 218 and none. Once solved, the gradients are tiny (norm about 0.01) and so is
+Adam's second moment: the next larger gradient then moves every weight by about the learning rate, enough to saturate
+the softmax. An epsilon above the gradients' size bounds those steps."""
 
 config = dict(
     exp_name="impala_cartpole",

@@ -10,10 +10,10 @@ weights refitted every 10k env steps on the latest 10k transitions, a dormancy-g
 Target: eval mean >= 1000 within 100k env steps (a benchmark, not a test). Met on seeds 0-2 (10-episode
 deterministic evals every 5k steps; about 25 min per run here, two at a time): first >= 1000 at 55k (1602), 35k
 (1036) and 55k (2045); best 3061, 2726 and 3457; at 100k 2126, 1338 and 1075 (training means 1108, 1368, 1528).
-Hopper's evals swing between 5k checkpoints (seed 0: 3061 at 85k, 843 at 90k). With the critics at 3e-4 and 10k
-random steps (ACE's values) seeds 0/1 ended at 385/762 and never reached 1000; both changes were made together.
-The peer (benchmarks/sac_hopper_peer.py, Stable-Baselines3 SAC with rl-zoo settings) evaluated 316 and 448 at
-100k on seeds 0/1 (best 512 and 607)."""
+Hopper's evals swing between 5k checkpoints (seed 0: 3061 at 85k, 843 at 90k). With the critics at 3e-4 and 10k random
+steps (ACE's values) seeds 0/1 ended at 385/762 and never reached 1000; both changes were made together. The peer
+(benchmarks/sac_hopper_peer.py, retired at commit 720345a: Stable-Baselines3 SAC with rl-zoo settings) evaluated 316 and
+448 at 100k on seeds 0/1 (best 512 and 607)."""
 
 config = dict(
     exp_name="sac_ace_hopper",

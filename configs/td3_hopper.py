@@ -14,9 +14,9 @@ actor with small Gaussian noise explores Hopper less than SAC's entropy-tuned on
 
 Bench (`zoo bench mujoco --entries td3_hopper`: this file at 200k, 10 seeds, 2026-11-27/28): final evals
 627/788/625/3204/501/1271/705/313/2680/412, IQM 753 [516, 1787]; the take-off after the plateau comes late, on some
-seeds only. SB3's TD3 at these settings, seeds 0-3 at 200k: 2624/1099/2460/3303 (Mann-Whitney p 0.08 against zoo's
-10); its update matches zoo's to float32 rounding (benchmarks/td3_update_parity.py). rl-zoo's benchmark reports TD3
-Hopper-v3 3606 at 1M steps."""
+seeds only. SB3's TD3 at these settings, seeds 0-3 at 200k: 2624/1099/2460/3303 (Mann-Whitney p 0.08 against zoo's 10);
+its update matches zoo's to float32 rounding (benchmarks/td3_update_parity.py, retired at commit 720345a). rl-zoo's
+benchmark reports TD3 Hopper-v3 3606 at 1M steps."""
 
 config = dict(
     exp_name="td3_hopper",

@@ -344,3 +344,24 @@ def test_a_network_reading_parameters_kept_aside_fails_to_compile_in_one_line_an
     assert [r.getMessage().count("\n") for r in caplog.records if "training eager" in r.getMessage()] == [0]
     with pytest.raises(ConfigError, match="policy.compile=on: compiling SACPolicy's learning step failed"):
         learn(keep_parameters_aside(new_policy("sac", "on")), replay, 3, 10)
+
+
+def test_pyprojects_torch_floor_is_the_one_the_compiled_step_needs():
+    """pyproject.toml's torch range and compiler_status say the same thing (zoo.accel.torch_internals.MIN_TORCH)."""
+    import re
+    from pathlib import Path
+
+    from zoo.accel import torch_internals
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    floor = re.search(r'"torch>=(\d+)\.(\d+)', text)
+    assert floor is not None and (int(floor.group(1)), int(floor.group(2))) == torch_internals.MIN_TORCH
+    major, minor = torch_internals.MIN_TORCH
+    real = torch.__version__
+    try:
+        torch.__version__ = f"{major}.{minor - 1}.0"
+        assert torch_internals.compile_support() == (f"torch {major}.{minor - 1}.0 cannot trace torch.autograd.grad "
+                                                     f"into a graph (needs torch {major}.{minor} or later)")
+    finally:
+        torch.__version__ = real
+    assert torch_internals.compile_support() is None

@@ -156,7 +156,7 @@ LOWERING_TAG = "zoo-onednn-lowering-3"
 def dense_layout(size: tuple[int, int], strides: tuple[int, int]) -> bool:
     """Whether a matrix of ``size`` with ``strides`` is row- or column-major without gaps, the layouts oneDNN
     multiplies at full speed. Other views (a column slice of a concatenation that a compiled graph reuses, say)
-    send it to a reference kernel: measured 14.9 ms against 0.15 for a 256x256 by 256x11 product; the lowering
+    send it to a reference kernel, a hundred times slower (docs/speed.md); the lowering
     copies them first."""
     rows, cols = size
     if rows == 1 and cols == 1:
@@ -171,12 +171,12 @@ def dense_layout(size: tuple[int, int], strides: tuple[int, int]) -> bool:
 def lower_for_inductor() -> bool:
     """Let compiled graphs call oneDNN's product directly (True), instead of through this module's custom op.
 
-    A graph calls a custom op through Python (dispatch, the autograd wrapper, the function): about 15 us each, half a
-    millisecond of a compiled SAC update's 45 products. This registers an inductor lowering of ``zoo::onednn_linear``
-    to a plain call of oneDNN's linear (the same kernel, the same numbers; views oneDNN would multiply slowly copied
-    first, see ``dense_layout``) and tags inductor's cache key, so that graphs cached without the lowering are not
-    reused. Idempotent; False, and graphs keep calling the custom op, where this torch's inductor lacks what it needs
-    (``torch_internals.register_onednn_lowering``).
+    A graph calls a custom op through Python (dispatch, the autograd wrapper, the function), tens of microseconds for
+    each of a compiled SAC update's 45 products (docs/speed.md). This registers an inductor lowering of
+    ``zoo::onednn_linear`` to a plain call of oneDNN's linear (the same kernel, the same numbers; views oneDNN would
+    multiply slowly copied first, see ``dense_layout``) and tags inductor's cache key, so that graphs cached without the
+    lowering are not reused. Idempotent; False, and graphs keep calling the custom op, where this torch's inductor lacks
+    what it needs (``torch_internals.register_onednn_lowering``).
     """
     global _LOWERED
     if _LOWERED is None:

@@ -11,12 +11,9 @@ their actor on numpy views of its parameters (no copies), the numpy forward thei
 one (``zoo.policies.continuous_networks``).
 
 Why numpy: for the 64-64 MLPs of classic control every torch call costs microseconds of dispatch, more than its
-arithmetic. benchmarks/acting_bench.py (one thread; ratios to torch eager under ``no_grad``): acting for one
-CartPole vector step (16 x 4 inputs, 2 logits) takes 0.38x the time in numpy, a Gaussian Pendulum-like step 0.40x,
-valuing a rollout of 272 observations 0.45x; ``inference_mode`` takes 1.07x/1.07x/1.01x, ``torch.jit.trace``
-0.88x/0.87x/0.99x, ``torch.jit.script`` 0.85x/0.82x/0.98x and ``torch.compile`` 1.49x/1.49x/0.82x (after 15 s of
-compiling). End to end on PPO CartPole, numpy collects (with the values and GAE) 1.62x the steps per second and
-trains 300 iterations in 0.93x the time; none of the torch tools beats eager there (0.67x-0.95x; 1.04x-1.19x).
+arithmetic; numpy's calls cost a fraction of that, and none of torch's own tools (``inference_mode``,
+``torch.jit``, ``torch.compile``) closed the gap end to end (``benchmarks/acting_bench.py``; docs/speed.md has the
+figures).
 
 What it gives equals ``collect`` step by step for the same torch RNG state: the noise is drawn from torch's
 generator as ``collect`` draws it, and the forward passes differ only in float rounding (the biases are folded
@@ -52,7 +49,7 @@ class FoldedMLP:
 
     Each layer is one matmul and one activation: every layer's input carries a column of ones, the weights a last
     row of biases, and activations are written straight into the next input. On CartPole's 64-64 policy this is 6
-    numpy calls instead of 8 per step (each costs 2-3 us inside a rollout: 5-9 us less per step). The outputs equal
+    numpy calls instead of 8 per step. The outputs equal
     ``x @ W.T + b`` layer by layer up to float rounding (the bias joins the sum). The weights are copies of the
     layers' at construction or at the last ``load``.
 
@@ -135,8 +132,8 @@ class NumpyActing:
     ``actor_layers()``, ``critic_layers()``, ``discrete`` and ``log_std``): rollout actors and rollout values.
 
     Its forward passes are kept from one rollout to the next, one per network and batch size, and the current
-    weights are copied into them at every use: building them afresh cost 12.5 us more per rollout on CartPole
-    (actor and critic; 1.5% of a 16-step rollout's collection). So an actor's forward is the next actor's of the
+    weights are copied into them at every use (cheaper than building them afresh for every rollout). So an actor's
+    forward is the next actor's of the
     same size: the policy acts for one rollout at a time.
     """
 

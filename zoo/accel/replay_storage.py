@@ -10,8 +10,8 @@ The new rows of a learning call (one per env step in SAC's loop) go up through p
 column and two in turn, each reused only once the copy that last read it is done (a CUDA event): per column one
 host copy into the staging buffer and one asynchronous copy per contiguous run of rows (two where the ring buffer
 wraps), nothing waiting for the learning steps queued before them. It replaced pinning the row indices and the
-values anew on every call followed by an indexed copy (five operations per column): on an H100's host, 0.38 ms
-per call against 0.44 under cProfile (``benchmarks/cuda_check.py --profile``).
+values anew on every call followed by an indexed copy (five operations per column), at a lower host cost per call
+(``benchmarks/cuda_check.py --profile``; docs/speed.md).
 """
 
 from __future__ import annotations

@@ -1,21 +1,23 @@
 """Adam and RMSprop over one flat parameter buffer, with gradient-norm clipping (shared by the policies).
 
 For the small networks of classic-control RL, ``torch.optim`` spends its time in Python and per-tensor dispatch,
-not arithmetic: here an RMSprop step over a 10-tensor MLP took 240 us and ``clip_grad_norm_`` 140 us, even with
-``foreach``, while the same update on one contiguous buffer takes about 20 us. ``FlatOptimizer`` moves the
+not arithmetic, even with ``foreach``: the same update on one contiguous buffer takes a tenth of the time
+(docs/speed.md). ``FlatOptimizer`` moves the
 parameters of a module into one flat tensor (each parameter becomes a view of it, and its ``.grad`` a view of one
 flat gradient buffer, which autograd accumulates into in place) and applies the textbook update to the buffer.
 
 The arithmetic follows ``torch.optim.Adam`` (``amsgrad=False``, no weight decay) and ``torch.optim.RMSprop``
 (``centered=False``, no momentum) step for step; tests compare the two over many steps.
 
-Two ways to take a step. ``backward_and_step`` (the on-policy learners): backward into the flat gradient buffer,
-the data-parallel hook, clipping, a host-side finite check that raises before the step, then ``step``.
-``minimize`` (the off-policy family's learning step, eager or compiled, ``zoo.accel.compiled``): the gradient by
-``torch.autograd.grad``, clipping, and a step taken only where the loss and the gradient are finite -- decided on the
-device (a mask, no ``.item()``), so the whole update can be one graph with no host sync; a skipped step leaves the
-parameters, moments and step count as they were and returns a NaN loss, which stops the run at its metrics row. The
-step count and learning rate are tensors for that reason (a Python number would be a constant of the graph).
+Two ways to take a step. ``minimize`` (every built-in learning step, eager or compiled, ``zoo.accel.compiled``): the
+gradient by ``torch.autograd.grad``, clipping, and a step taken only where the loss and the gradient are finite --
+decided on the device (a mask, no ``.item()``), so the whole update can be one graph with no host sync; a skipped
+step leaves the parameters, moments and step count as they were and returns a NaN loss, which stops the run. The
+step count and learning rate are tensors for that reason (a Python number would be a constant of the graph). An
+optimiser made with ``eager_host_step`` (the on-policy learners') decides on the host instead when it runs eager,
+and steps with ``step``: torch.optim's arithmetic to the bit. ``backward_and_step`` (a plugin's own ``learn``):
+backward into the flat gradient buffer, the data-parallel hook, clipping, a host-side finite check that raises
+before the step, then ``step``.
 """
 
 from __future__ import annotations
@@ -305,8 +307,9 @@ class FlatOptimizer:
 def _computed_once(scalars: list[torch.Tensor]) -> list[torch.Tensor]:
     """``scalars`` as they are eagerly; in a compiled graph, stacked into one tensor first. Inductor otherwise inlines
     each 0-d expression into the elementwise loop that reads it and evaluates it again for every vector of the
-    parameters (two ``expm1``, square roots and the finiteness test per 16 floats: 362 against 150 us for an Adam
-    step over SAC Hopper's critics); the stack makes it a buffer computed once. The same values either way."""
+    parameters (two ``expm1``, square roots and the finiteness test per 16 floats: more than twice the time of an
+    Adam step over SAC Hopper's critics; docs/speed.md); the stack makes it a buffer computed once. The same values
+    either way."""
     if not torch.compiler.is_compiling():
         return scalars
     return list(torch.stack(scalars).unbind(0))

@@ -1,11 +1,11 @@
 """Gradient averaging and parameter broadcast over torch.distributed, with one flat buffer per dtype and device.
 
 Overview:
-    Synchronous data-parallel training (DPPO) averages gradients across workers after every backward pass and
-    starts every worker from the same weights. One collective call per parameter pays the per-call latency once
-    per tensor (tens of tensors for an MLP policy); copying the tensors into one contiguous buffer per
-    ``(dtype, device)`` pays it once per group, which matters most on CPU/gloo and for small networks
-    (see ``benchmarks/allreduce_bench.py``). Every function is a no-op outside an initialised process group, so
+    Synchronous data-parallel training (DPPO) averages gradients across workers after every backward pass and starts
+    every worker from the same weights. One collective call per parameter pays the per-call latency once per tensor
+    (tens of tensors for an MLP policy); copying the tensors into one contiguous buffer per ``(dtype, device)`` pays it
+    once per group, which matters most on CPU/gloo and for small networks (see ``benchmarks/allreduce_bench.py``,
+    retired at commit 720345a, and docs/speed.md). Every function is a no-op outside an initialised process group, so
     single-process code calls them unconditionally.
 
     All ranks must pass the same parameters in the same order (the same model built the same way), as for

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STEPS_PER_ITERATION = 250
 
 
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--compile", default="on", choices=("on", "off"))
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
-    parser.add_argument("--graphs", default="1", help="ZOO_CUDA_GRAPHS")
+    parser.add_argument("--graphs", default="1", help="1: CUDA graphs (accel.cuda_graphs), 0: none")
     parser.add_argument("--zoo", default=str(ROOT), help="the checkout whose zoo package to time")
     parser.add_argument("--random", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=500)
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--report", default=None, help="text file the profiles are appended to")
     parser.add_argument("--config", default=None, help="an off-policy config file to time instead of SAC 256x256")
     args = parser.parse_args()
-    os.environ["ZOO_CUDA_GRAPHS"] = args.graphs
+    os.environ["ZOO_CUDA_GRAPHS"] = args.graphs  # what a checkout before the accel section read (--zoo)
     sys.path.insert(0, args.zoo)
     import torch
 
@@ -141,6 +141,8 @@ def main() -> None:
         config = json.loads(json.dumps(load_config_file(args.config)))
     config.update({"exp_name": args.name, "seed": 0, "runs_dir": str(runs), "device": args.device, "torch_threads": 1})
     config["policy"].update({"compile": args.compile, "precision": args.precision})
+    if (Path(args.zoo) / "zoo" / "accel").is_dir():  # the config key, where the checkout has it
+        config["accel"] = {"cuda_graphs": args.graphs != "0"}
     config.setdefault("pipeline", {}).update({
         "buffer_size": steps, "learning_starts": args.random, "random_steps": None,  # random until learning_starts
         "steps_per_iteration": STEPS_PER_ITERATION,

@@ -7,7 +7,7 @@ Overview:
     minibatch gather, target, critic, actor and temperature losses, gradients (``torch.autograd.grad``), a
     functional ``torch._foreach`` Adam, Polyak targets -- as one ``torch.compile``'d function with no host sync;
     acting through a compiled forward. Optional bf16 autocast around the update. It is a contender in
-    ``benchmarks/sac_hopper_peer.py --speed``, never used by zoo itself.
+    ``benchmarks/sac_speed.py``, never used by zoo itself.
 
     python benchmarks/compiled_sac_reference.py --steps 3000 [--bf16] [--eager]
     (prints one JSON line: ms per loop step in the random phase and after the warm-up, compile seconds)
