@@ -12,35 +12,30 @@ traces into a compiled graph as one custom op, which ``lower_for_inductor`` turn
 Used where ``fp32_products() == "onednn"``: float32 tensors on the CPU, outside autocast (under bf16 autocast the
 products already go to oneDNN in bf16), with at least ``MIN_ROWS`` rows (a batch-1 forward gains nothing). Which
 path a process takes is the run's ``accel.fp32_products`` (``zoo.accel.settings``): ``onednn``, ``default``, or
-``auto``, decided by what the CPU does, never by its vendor: torch's default where the CPU lacks AVX-512 (oneDNN
-has nothing wider to offer than MKL's AVX2 there), else the faster of the two on a product of the networks' size,
-measured once per machine and kept in the user's cache folder (``measured_choice``), so that every run on the
-machine takes the same path. A run's ``environment.json`` records the path it took.
+``auto``, decided by what the CPU and MKL do, never by the CPU's vendor: oneDNN where the CPU has AVX-512 and MKL
+does not use it (its verbose banner names the instruction set it runs: ``mkl_code_path``), torch's default
+everywhere else (a CPU without AVX-512, where oneDNN has nothing wider to offer than MKL's AVX2; a CPU whose MKL runs
+AVX-512 itself). No timing decides it, so every process on a machine takes the same path, and the same numbers. A
+run's ``environment.json`` records the path it took.
 """
 
 from __future__ import annotations
 
-import json
-import math
+import functools
 import os
-import time
-from pathlib import Path
+import re
+import sys
+import tempfile
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from . import torch_internals
-from .precision import cpu_flags, cpu_model
+from .precision import cpu_flags
 
 MIN_ROWS = 16
 PRODUCTS = ("onednn", "default")
-# ``auto`` takes oneDNN only where it measured this much faster than torch's default (a wide margin: the case it is
-# for, MKL's AVX2 path on an AVX-512 CPU, measured about 2x; timing noise must not flip a machine's choice).
-AUTO_MARGIN = 1.3
-_MEASURE_SIZE = 256  # rows, inputs and outputs of the measured product (a hidden layer of the off-policy networks)
-
-
 def fp32_products() -> str:
     """``onednn`` or ``default``: how float32 products are taken in the networks' learning passes in this process
     (``auto`` decided at the first call where ``set_fp32_products`` was not called)."""
@@ -51,59 +46,47 @@ def fp32_products() -> str:
 
 
 def set_fp32_products(requested: str) -> str:
-    """Set this process's path from ``accel.fp32_products`` (``auto``, ``onednn`` or ``default``); returns it."""
+    """Set this process's path from ``accel.fp32_products`` (``auto``, ``onednn`` or ``default``); returns it.
+    ``auto``: oneDNN where it is in this torch, the CPU has AVX-512 and MKL does not use it (``mkl_code_path``: MKL
+    takes its AVX2 path on some AVX-512 CPUs, AMD's), else torch's default."""
     global _mode
     if requested not in (*PRODUCTS, "auto"):
         raise ValueError(f"fp32 products '{requested}' is unknown: use auto, onednn or default")
     available = torch_internals.onednn_linear_available()
     if requested == "auto":
-        _mode = "onednn" if available and "avx512f" in cpu_flags() and measured_choice() == "onednn" else "default"
+        wider = "avx512f" in cpu_flags() and "AVX-512" not in (mkl_code_path() or "AVX-512")
+        _mode = "onednn" if available and wider else "default"
     else:
         _mode = requested if available or requested == "default" else "default"
     return _mode
 
 
-def measured_choice(cache: Path | None = None) -> str:
-    """``onednn`` or ``default``: which took a float32 product of ``_MEASURE_SIZE`` rows faster on this machine, with
-    oneDNN needing ``AUTO_MARGIN``; measured once (about 50 ms) and kept in ``cache`` (default: zoo's folder in the
-    user's cache folder), keyed by the CPU's model and flags and torch's version."""
-    path = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zoo" / "fp32_products.json"
-    key = f"{cpu_model()}|{hash(frozenset(cpu_flags())) & 0xFFFFFFFF:08x}|torch {torch.__version__}"
+@functools.cache
+def mkl_code_path() -> str | None:
+    """The instruction set MKL multiplies float32 matrices with on this CPU, as its verbose banner names it (e.g.
+    ``Intel(R) Advanced Vector Extensions 2 (Intel(R) AVX2)``), or None where this torch has no MKL or the banner
+    cannot be read. Read once per process from one small product, with MKL's verbose mode on and the process's
+    standard output sent to a temporary file meanwhile (MKL writes the banner there, from C)."""
+    if not torch.backends.mkl.is_available():
+        return None
+    matrix = torch.zeros(8, 8)
     try:
-        known = json.loads(path.read_text())
-        if isinstance(known, dict) and known.get(key) in PRODUCTS:
-            return known[key]
-    except (OSError, ValueError):
-        known = {}
-    choice = "onednn" if _seconds(F.linear) > AUTO_MARGIN * _seconds(torch_internals.onednn_linear) else "default"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        kept = {k: v for k, v in (known if isinstance(known, dict) else {}).items() if isinstance(v, str)}
-        staged = path.with_name(f".{path.name}.{os.getpid()}")
-        staged.write_text(json.dumps({**kept, key: choice}, indent=1) + "\n")
-        os.replace(staged, path)
-    except OSError:  # a read-only cache folder: measured again by the next process
-        pass
-    return choice
-
-
-def _seconds(product: Any, repeats: int = 40) -> float:
-    """The best of three timings of ``repeats`` products of ``_MEASURE_SIZE``-square float32 matrices, one thread."""
-    generator = torch.Generator().manual_seed(0)  # not the global one: the run's random streams stay as they are
-    size = _MEASURE_SIZE
-    x, weight, bias = (torch.randn(*shape, generator=generator) for shape in ((size, size), (size, size), (size,)))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        best = math.inf
-        for _ in range(3):
-            start = time.perf_counter()
-            for _ in range(repeats):
-                product(x, weight, bias)
-            best = min(best, time.perf_counter() - start)
-        return best
-    finally:
-        torch.set_num_threads(threads)
+        sys.stdout.flush()
+        with tempfile.TemporaryFile() as captured:
+            saved = os.dup(1)
+            os.dup2(captured.fileno(), 1)
+            try:
+                with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
+                    torch.mm(matrix, matrix)
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+            captured.seek(0)
+            banner = captured.read(4096).decode("ascii", "replace")
+    except (OSError, RuntimeError, ValueError):  # no file descriptor 1, a torch without the switch
+        return None
+    found = re.search(r"Intel\(R\) 64 architecture (.*?)(?: with support|, Lnx|, Win|$)", banner, re.MULTILINE)
+    return found.group(1).strip() if found else None
 
 
 @torch.library.custom_op("zoo::onednn_linear", mutates_args=(), device_types="cpu")

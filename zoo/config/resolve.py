@@ -69,8 +69,8 @@ BASE_FIELDS: dict[str, Any] = {
     "accel.cpp_wrapper": Field(True, "on the CPU, inductor writes a compiled step's host code as C++ (false: Python; "
                                "a compiler that cannot build the C++ falls back by itself)"),
     "accel.fp32_products": Field("auto", "float32 products of the off-policy networks on the CPU: auto (oneDNN where "
-                                 "the CPU has AVX-512 and oneDNN measured faster than torch's default there), "
-                                 "onednn, or default (torch's own)", choices=("auto", "onednn", "default")),
+                                 "the CPU has AVX-512 and MKL does not use it), onednn, or default (torch's own)",
+                                 choices=("auto", "onednn", "default")),
     "accel.inductor_cache": Field(None, "the folder of inductor's compiled kernels (None: TORCHINDUCTOR_CACHE_DIR when "
                                   "set, else zoo/inductor in the user's cache folder)", type=str),
 }
