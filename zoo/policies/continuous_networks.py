@@ -144,7 +144,10 @@ class SquashedGaussianActor(nn.Module):
         return self._head(linear(x, out.weight, out.bias).float())
 
     def _head(self, out: Array) -> tuple[Array, Array]:
-        mu, log_std = out[..., : self.action_dim], out[..., self.action_dim :]
+        # a tensor's chunk: what a compiled step traced before the numpy path shared this head (the same graph)
+        halves = out.chunk(2, dim=-1) if isinstance(out, torch.Tensor) else (out[..., : self.action_dim],
+                                                                             out[..., self.action_dim :])
+        mu, log_std = halves
         return mu, clip(log_std, self.log_std_low, self.log_std_high)
 
     def sample(self, obs: Array) -> Array:

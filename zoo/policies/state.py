@@ -186,20 +186,21 @@ class LearnerState:
 
     def flat_networks(self) -> list[tuple[nn.Module, torch.Tensor, bool]]:
         """The declared networks whose parameters lie in one flat buffer: (module, buffer, whether an optimiser
-        differentiates it), the optimisers' modules first (``zoo.accel.flat_views``)."""
+        differentiates it), in declaration order (a network an optimiser steps, declared only through that
+        optimiser, where the optimiser stands), each once (``zoo.accel.flat_views``)."""
         leaves_ = [leaf for value in self.parts().values() for leaf in leaves(value)]
+        stepped = {id(leaf.module): leaf.flat for leaf in leaves_ if isinstance(leaf, FlatOptimizer)}
         found: list[tuple[nn.Module, torch.Tensor, bool]] = []
         covered: set[int] = set()
         for leaf in leaves_:
-            if isinstance(leaf, FlatOptimizer) and id(leaf.module) not in covered:
-                found.append((leaf.module, leaf.flat, True))
-                covered.add(id(leaf.module))
-        for leaf in leaves_:
-            if isinstance(leaf, nn.Module) and id(leaf) not in covered:
-                flat = flat_parameters(leaf)
-                if flat is not None:
-                    found.append((leaf, flat, False))
-                    covered.add(id(leaf))
+            module = leaf.module if isinstance(leaf, FlatOptimizer) else leaf
+            if not isinstance(module, nn.Module) or id(module) in covered:
+                continue
+            flat = stepped.get(id(module))
+            flat = flat if flat is not None else flat_parameters(module)
+            if flat is not None:
+                found.append((module, flat, id(module) in stepped))
+                covered.add(id(module))
         return found
 
 
