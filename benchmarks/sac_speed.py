@@ -47,10 +47,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
               "JAX_PLATFORMS": "cpu"}
 
 
-def run_child(command: list[str], cpu: int, timeout: float, zoo: Path = ROOT) -> dict:
-    """Run ``command`` pinned to ``cpu`` with the zoo of the checkout ``zoo``; its last stdout line is its JSON
-    result."""
-    environ = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(zoo), "SAC_SPEED_ZOO": str(zoo)}
+def run_child(command: list[str], cpu: int, timeout: float, zoo: Path = ROOT,
+              extra: dict[str, str] | None = None) -> dict:
+    """Run ``command`` pinned to ``cpu`` with the zoo of the checkout ``zoo`` (and the variables ``extra``); its last
+    stdout line is its JSON result."""
+    environ = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(zoo), "SAC_SPEED_ZOO": str(zoo), **(extra or {})}
     done = subprocess.run(["taskset", "-c", str(cpu), *command], capture_output=True, text=True, timeout=timeout,
                           env=environ, cwd=ROOT)
     if done.returncode != 0:
@@ -67,6 +68,14 @@ def zoo_child(name: str, args: argparse.Namespace, runs: Path) -> list[str]:
                          "precision": precision},
               "pipeline": {"buffer_size": steps, "learning_starts": args.random, "steps_per_iteration": 250,
                            "max_env_steps": steps, "eval_every": 0, "checkpoint_every": 0, "save_replay": False}}
+    if not name.startswith("base_"):  # --zoo-set: keys of this checkout's config (an older one may not know them)
+        for item in args.zoo_set or []:
+            key, value = item.split("=", 1)
+            *sections, last = key.split(".")
+            node = config
+            for section in sections:
+                node = node.setdefault(section, {})
+            node[last] = json.loads(value) if value[:1] in "[{0123456789-tfn" else value
     path = runs / f"{name}.json"
     path.write_text(json.dumps(config))
     return [sys.executable, __file__, "--zoo-child", str(path)]
@@ -159,6 +168,13 @@ def main() -> None:
     parser.add_argument("--sbx-python", default="/work/peers/sbx/bin/python")
     parser.add_argument("--json", help="write every round's results here")
     parser.add_argument("--base", type=Path, help="a checkout whose zoo runs each zoo contender again (base_<name>)")
+    parser.add_argument("--child-env", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="environment variables of every contender (e.g. ATEN_CPU_CAPABILITY=avx2 to run as on an "
+                             "AVX2-only CPU)")
+    parser.add_argument("--base-env", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="environment variables of the base_ contenders only")
+    parser.add_argument("--zoo-set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config keys of this checkout's zoo contenders (e.g. accel.fp32_products=default)")
     parser.add_argument("--zoo-child", help=argparse.SUPPRESS)
     parser.add_argument("--peer-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -185,7 +201,10 @@ def main() -> None:
                 print(f"  {name}: skipped (no virtualenv with it; see --sb3-python / --sbx-python)", flush=True)
                 continue
             zoo = args.base.resolve() if name.startswith("base_") else ROOT
-            result = run_child(command, args.cpu, timeout=1800, zoo=zoo)
+            extra = dict(item.split("=", 1) for item in args.child_env)
+            if name.startswith("base_"):
+                extra.update(item.split("=", 1) for item in args.base_env)
+            result = run_child(command, args.cpu, timeout=1800, zoo=zoo, extra=extra)
             results[name].append(result)
             print(f"  round {round_index + 1} {name}: {json.dumps(result)}", flush=True)
     if args.json:

@@ -365,3 +365,20 @@ def test_pyprojects_torch_floor_is_the_one_the_compiled_step_needs():
     finally:
         torch.__version__ = real
     assert torch_internals.compile_support() is None
+
+
+def test_the_inductor_cache_is_one_folder_per_cpu_kind_unless_one_is_named(monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    kind = settings.cpu_kind()
+    assert settings.inductor_cache_dir() == tmp_path / "zoo" / "inductor" / kind
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # kernels compiled for another instruction set: elsewhere
+    assert settings.cpu_kind() != kind and settings.inductor_cache_dir().parent == tmp_path / "zoo" / "inductor"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert settings.inductor_cache_dir() == tmp_path / "mine"
+    settings.configure({"inductor_cache": str(tmp_path / "named")})  # accel.inductor_cache
+    try:
+        assert settings.inductor_cache_dir() == tmp_path / "named"
+    finally:
+        settings.configure(None)

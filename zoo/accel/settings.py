@@ -8,7 +8,7 @@ gets the defaults. What the settings steer is how zoo computes, never what it le
 - ``cuda_graphs``: on CUDA the compiled learning step is captured as a CUDA graph (off: its kernels launch one by one).
 - ``cpp_wrapper``: on the CPU inductor writes a compiled step's host code as C++ (off: inductor's Python wrapper).
 - ``fp32_products``: how the off-policy networks take float32 products on the CPU (``zoo.accel.matmul``).
-- ``inductor_cache``: the folder of inductor's compiled kernels (``inductor_cache_dir``).
+- ``inductor_cache``: the folder of inductor's compiled kernels (``inductor_cache_dir``; by default one per CPU kind).
 
 The torch settings that compiling needs (dynamo's tracing of autograd, the oneDNN lowering, the cache folder) are
 made once, by ``prepare_compiler``, the first time a step compiles in the process.
@@ -16,6 +16,7 @@ made once, by ``prepare_compiler``, the first time a step compiles in the proces
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,15 +62,26 @@ def settings() -> Settings:
 def inductor_cache_dir() -> Path:
     """Where inductor keeps compiled kernels: ``accel.inductor_cache`` when set; else ``TORCHINDUCTOR_CACHE_DIR`` when
     set to other than inductor's own default (a folder of the system's temporary folder, which a reboot may empty);
-    else ``zoo/inductor`` in the user's cache folder (``XDG_CACHE_HOME``, default ``~/.cache``), so that a repeated or
-    resumed run finds them."""
+    else ``zoo/inductor/<cpu_kind()>`` in the user's cache folder (``XDG_CACHE_HOME``, default ``~/.cache``), so that a
+    repeated or resumed run on this machine finds them."""
     if _settings.inductor_cache:
         return Path(_settings.inductor_cache).expanduser()
     configured = torch_internals.cache_dir_from_environment()
     if configured:
         return Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "zoo" / "inductor"
+    return Path(base) / "zoo" / "inductor" / cpu_kind()
+
+
+def cpu_kind() -> str:
+    """A short name of this CPU's kind for the default cache folder: its model and instruction sets, and the
+    instruction set torch is told to use (``ATEN_CPU_CAPABILITY``). Kernels compiled for one kind are never read on
+    another (a home folder shared by machines of several kinds; inductor's cache key does not tell them apart: a
+    kernel cached under AVX-512 failed when read back under ``ATEN_CPU_CAPABILITY=avx2``)."""
+    from .precision import cpu_flags, cpu_model
+
+    text = "|".join([cpu_model(), " ".join(sorted(cpu_flags())), os.environ.get("ATEN_CPU_CAPABILITY", "")])
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def prepare_compiler() -> None:

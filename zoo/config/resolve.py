@@ -72,7 +72,7 @@ BASE_FIELDS: dict[str, Any] = {
                                  "the CPU has AVX-512 and MKL does not use it), onednn, or default (torch's own)",
                                  choices=("auto", "onednn", "default")),
     "accel.inductor_cache": Field(None, "the folder of inductor's compiled kernels (None: TORCHINDUCTOR_CACHE_DIR when "
-                                  "set, else zoo/inductor in the user's cache folder)", type=str),
+                                  "set, else zoo/inductor/<CPU kind> in the user's cache folder)", type=str),
 }
 _BASE = derived({key: f for key, f in BASE_FIELDS.items() if isinstance(f, Field)})
 BASE_CONFIG: dict[str, Any] = plain_defaults(BASE_FIELDS)
