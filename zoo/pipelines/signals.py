@@ -34,6 +34,7 @@ class StopSignals:
     def __init__(self, message: str = "saving after the current iteration",
                  on_first: Callable[[int], None] | None = None) -> None:
         self.received: int | None = None
+        self.interrupts = 0  # Ctrl-Cs (SIGINT) received: the second stops at once
         self.message = message
         self.on_first = on_first  # called with the first signal's number (e.g. to forward it to workers)
         self._previous: dict[int, Any] = {}
@@ -53,8 +54,11 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         call = in_env_call()
+        self.interrupts += signum == signal.SIGINT
         if self.received is not None:
-            if signum == signal.SIGINT:  # a second Ctrl-C: stop now, keep the last checkpoint
+            # A second Ctrl-C: stop now, keep the last checkpoint. Counted as Ctrl-Cs, not as signals: a DPPO worker
+            # gets a terminal's Ctrl-C and its supervisor's SIGTERM relay of it in either order.
+            if self.interrupts >= 2:
                 raise KeyboardInterrupt
             # The same signal again is the user insisting; another one is usually a relay of the first (DPPO's
             # supervisor forwards a terminal's Ctrl-C to its workers as SIGTERM): the grace still applies to it.
