@@ -30,6 +30,7 @@ def test_the_committed_table_says_how_it_was_made():
     assert f"`{COMMAND}`" in TABLE.read_text().splitlines()[2]
 
 
+@pytest.mark.slow  # trains real runs: tens of seconds (the quick loop stays under 3 minutes)
 def test_the_committed_table_is_its_regeneration_from_the_committed_results(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")  # the figures' links are part of the text (dev installs it)
     # A clone's layout with the same relative paths as the command, the results read in place.

@@ -39,6 +39,7 @@ def _final(run: Path) -> dict:
     return json.loads((run / "final_eval.json").read_text())
 
 
+@pytest.mark.slow  # trains real runs: the quick loop stays under 3 minutes
 def test_a_suite_trains_and_evaluates_every_seed_into_ordinary_run_directories(suite):
     out = io.StringIO()
     assert runner.bench(["tiny"], seeds=2, jobs=2, runs_dir=str(suite), stream=out) == 0
@@ -50,6 +51,7 @@ def test_a_suite_trains_and_evaluates_every_seed_into_ordinary_run_directories(s
     assert "2/2 runs finished" in out.getvalue() and "min left" in out.getvalue()
 
 
+@pytest.mark.slow  # trains real runs: tens of seconds (the quick loop stays under 3 minutes)
 def test_started_again_it_does_only_what_is_left(suite, tmp_path):
     assert runner.bench(["tiny"], seeds=3, jobs=2, runs_dir=str(suite), stream=io.StringIO()) == 0
     runs = [suite / "bench" / "tiny_ppo" / f"seed_{seed}" for seed in range(3)]
@@ -109,6 +111,7 @@ def test_bad_suites_and_a_second_runner_are_one_line(suite):
             runner.bench(["tiny"], runs_dir=str(suite))
 
 
+@pytest.mark.slow  # trains real runs: the quick loop stays under 3 minutes
 def test_the_report_tables_finished_runs_beside_published_figures_and_pending_ones_as_pending(suite, tmp_path):
     from zoo.bench import report
 
@@ -127,6 +130,7 @@ def test_the_report_tables_finished_runs_beside_published_figures_and_pending_on
     assert (docs / "benchmarks" / "tiny.png").is_file() and "![tiny](benchmarks/tiny.png)" in text
 
 
+@pytest.mark.slow  # trains real runs: tens of seconds (the quick loop stays under 3 minutes)
 def test_shards_split_the_runs_disjointly_and_one_report_combines_them(suite, tmp_path):
     import fcntl
 
@@ -162,6 +166,7 @@ def test_shards_split_the_runs_disjointly_and_one_report_combines_them(suite, tm
     assert "| 3/3 |" in row  # one table from both shards' runs
 
 
+@pytest.mark.slow  # trains real runs: tens of seconds (the quick loop stays under 3 minutes)
 def test_results_kept_as_data_regenerate_the_report_without_run_directories(suite, tmp_path):
     import gzip
     import shutil
@@ -227,6 +232,7 @@ def test_a_kept_metrics_file_that_decompresses_too_far_is_refused(tmp_path, monk
     assert RunView(kept).rows == [{"iteration": 1}] * 10
 
 
+@pytest.mark.slow  # trains real runs: tens of seconds (the quick loop stays under 3 minutes)
 def test_a_new_runs_directory_goes_on_from_the_kept_results(suite, tmp_path):
     import shutil
 

@@ -324,6 +324,7 @@ def _wait_rows(process: subprocess.Popen, metrics: Path, rows: int) -> list[int]
     pytest.fail("the run did not reach the expected row")
 
 
+@pytest.mark.slow  # trains real runs: the quick loop stays under 3 minutes
 def test_only_rank_0_writes_and_the_checkpoint_holds_every_workers_state(tmp_path):
     summary = train({**DPPO, "runs_dir": str(tmp_path / "runs")})
     runs = list((tmp_path / "runs").iterdir())

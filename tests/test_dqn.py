@@ -261,6 +261,7 @@ def test_offset_actions_learn_and_export_with_the_start_offset(tmp_path, offset_
     assert module(torch.eye(3)).tolist() == [-1, 0, 1]
 
 
+@pytest.mark.slow  # trains real runs: tens of seconds (the quick loop stays under 3 minutes)
 def test_cartpole_learns(tmp_path, seed=0):
     # dqn_cartpole's settings with 64x64 networks, a quarter of its budget: the 100-episode training mean was
     # 101-113 at 12,288 steps for seeds 0-2 (random play: about 22); the greedy evaluation is too noisy this early.

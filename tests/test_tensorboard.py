@@ -43,6 +43,7 @@ def test_every_key_of_every_row_becomes_a_scalar(tmp_path):
     assert len(scalars["eval_return_mean"]) == 2  # a key that appears only on some rows
 
 
+@pytest.mark.slow  # trains real runs: tens of seconds (the quick loop stays under 3 minutes)
 def test_a_resumed_run_purges_the_events_after_its_checkpoint(tmp_path):
     config = {**CONFIG, "runs_dir": str(tmp_path / "runs"), "logger": {"tensorboard": True},
               "pipeline": {**CONFIG["pipeline"], "max_env_steps": 10**8, "checkpoint_every": 25, "eval_every": 0}}

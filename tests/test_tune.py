@@ -219,6 +219,7 @@ def test_importing_the_package_and_the_trial_callbacks_does_not_import_optuna():
 
 
 # -- studies of real trials -----------------------------------------------------------------------------------
+@pytest.mark.slow  # trains real runs: the quick loop stays under 3 minutes
 def test_each_trials_run_holds_the_trials_lock_so_a_killed_tune_leaves_it_locked_until_the_run_ends(
         tmp_path, monkeypatch):
     from zoo.tune import trials as trials_module
