@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -382,3 +383,49 @@ def test_the_inductor_cache_is_one_folder_per_cpu_kind_unless_one_is_named(monke
         assert settings.inductor_cache_dir() == tmp_path / "named"
     finally:
         settings.configure(None)
+
+
+@pytest.mark.parametrize("fault", ["a file", "under /proc", "refused"])
+def test_auto_trains_eager_with_one_line_when_the_cache_folder_is_unusable_and_on_refuses(
+        fault, compiler_present, monkeypatch, tmp_path, caplog):
+    """policy.compile=auto is a speed choice: no cache fault stops a run that eager can train (issue 54)."""
+    if fault == "a file":
+        folder = tmp_path / "cache"
+        folder.write_text("not a folder")
+    elif fault == "under /proc":
+        folder = Path("/proc/self/zoo-inductor-cache")  # a file system that makes no folder
+    else:
+        folder = tmp_path / "refused"
+        real = Path.mkdir
+
+        def refuse(path, *args, **kwargs):
+            if path == folder:
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *args, **kwargs)
+        monkeypatch.setattr(Path, "mkdir", refuse)
+    settings.configure({"inductor_cache": str(folder)})
+    try:
+        with caplog.at_level(logging.WARNING, logger="zoo"):
+            on, reason = resolve_compile("auto", True, 10**6, CPU, "SACPolicy")
+        assert not on and reason.startswith(f"inductor's cache folder '{folder}' is not usable (")
+        assert reason.endswith("set accel.inductor_cache to a writable folder")
+        assert [r.getMessage() for r in caplog.records] == [f"policy.compile=auto, but {reason}: training eager"]
+        with pytest.raises(ConfigError, match="^policy.compile=on, but inductor's cache folder .* not usable"):
+            resolve_compile("on", True, 10**6, CPU, "SACPolicy")
+        policy = new_policy("sac", "auto")  # built and planned: eager, the reason in its record
+        assert policy.compiled_step is None and policy.environment_record()["compile_reason"] == reason
+    finally:
+        settings.configure(None)
+
+
+def test_a_step_that_cannot_even_be_built_trains_eager_under_auto_and_refuses_under_on(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise NotADirectoryError(20, "Not a directory", "/somewhere/inductor")
+    monkeypatch.setattr(torch, "compile", broken)
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        step = CompiledStep(lambda x: x * 2, "Toy's learning step", required=False, device=CPU)
+    assert not step.active and step.failure.startswith("NotADirectoryError")
+    assert torch.equal(step("variant", torch.ones(2)), torch.full((2,), 2.0))  # eager
+    assert [r.getMessage().count("\n") for r in caplog.records] == [0]
+    with pytest.raises(ConfigError, match="^policy.compile=on: compiling Toy's learning step failed \\(NotADir"):
+        CompiledStep(lambda x: x, "Toy's learning step", required=True, device=CPU)

@@ -36,7 +36,7 @@ import torch
 from ..config.schema import Field
 from ..errors import ConfigError
 from . import torch_internals
-from .settings import inductor_cache_dir, prepare_compiler, settings
+from .settings import cache_problem, inductor_cache_dir, prepare_compiler, settings
 
 log = logging.getLogger("zoo")
 
@@ -77,11 +77,15 @@ def resolve_compile(requested: str, compilable: bool, planned_updates: int | Non
     problem = None if compilable else f"{what}'s update is not compile-ready (its class sets compilable = False)"
     if problem is None and device.type not in ("cpu", "cuda"):
         problem = f"the learning step compiles for cpu and cuda devices, not {device.type}"
+    fault = False  # a problem of this machine (no compiler, an unusable cache), not of the policy or the device
     if problem is None:
-        problem = compiler_status()
+        problem = compiler_status() or cache_problem()
+        fault = problem is not None
     if problem is not None:
         if requested == "on":
             raise ConfigError(f"policy.compile=on, but {problem}: set policy.compile=off (or auto) to train eager")
+        if fault:  # auto is a speed choice: it never stops a run that eager can train
+            log.warning(f"policy.compile=auto, but {problem}: training eager")
         return False, problem
     if requested == "auto" and planned_updates is not None and planned_updates < AUTO_MIN_UPDATES:
         return False, f"auto: {planned_updates:,} planned updates, fewer than {AUTO_MIN_UPDATES:,}"
@@ -115,7 +119,9 @@ class CompiledStep:
                  eager: Callable[..., Any] | None = None) -> None:
         self.eager = fn if eager is None else eager  # the fallback: fn itself, or its plain eager form
         self.what, self.required = what, required
-        prepare_compiler()  # once per process: the cache folder, dynamo's settings, the oneDNN lowering
+        self.variants: set[Hashable] = set()
+        self.seconds = 0.0
+        self.failure: str | None = None
         self.gradients = gradients
         self.cuda_graphs = device.type == "cuda" and settings().cuda_graphs
         self._static = static
@@ -134,10 +140,12 @@ class CompiledStep:
                 return fn(*args)
 
         self._graph, self._options = graph, options
-        self.compiled = self._build()
-        self.variants: set[Hashable] = set()
-        self.seconds = 0.0
-        self.failure: str | None = None
+        self.compiled: Callable[..., Any] | None = None
+        try:
+            prepare_compiler()  # once per process: the cache folder, dynamo's settings, the oneDNN lowering
+            self.compiled = self._build()
+        except Exception as exc:  # a cache folder that broke since it was checked, a torch that cannot: one line
+            self._give_up(exc)
 
     @property
     def cpp_wrapper(self) -> bool:
@@ -176,6 +184,8 @@ class CompiledStep:
                 return self._run(args)
             except Exception as exc:  # a recompile that failed (a guard no variant foresaw): nothing ran yet
                 return self._failed(exc, args)
+        log.info(f"compiling {self.what} (graph {len(self.variants) + 1}): seconds from inductor's cache, else tens of "
+                 f"seconds to minutes on a busy CPU; training goes on after it")
         start = time.perf_counter()
         try:
             if self.cuda_graphs and not self.variants:
@@ -202,13 +212,18 @@ class CompiledStep:
 
     def _failed(self, exc: Exception, args: tuple[Any, ...]) -> Any:
         """A compile that failed: ConfigError under ``required``, else one line and eager from now on."""
+        self._give_up(exc)
+        with torch.set_grad_enabled(self.gradients):
+            return self.eager(*args)
+
+    def _give_up(self, exc: Exception) -> None:
+        """Compiling failed (building the step or compiling a graph): a ConfigError line under ``required``, before
+        anything changed; else one log line, and every call runs eager from now on."""
         self.failure = _one_line(exc)
         if self.required:
             raise ConfigError(f"policy.compile=on: compiling {self.what} failed ({self.failure}); "
                               f"set policy.compile=off (or auto) to train eager") from exc
         log.warning(f"compiling {self.what} failed ({self.failure}): training eager")
-        with torch.set_grad_enabled(self.gradients):
-            return self.eager(*args)
 
     def record(self) -> dict[str, Any]:
         """Facts for the run's environment record: graphs, compile seconds, the cache, CUDA graphs, the C++ wrapper,

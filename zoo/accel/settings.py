@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,21 @@ def cpu_kind() -> str:
 
     text = "|".join([cpu_model(), " ".join(sorted(cpu_flags())), os.environ.get("ATEN_CPU_CAPABILITY", "")])
     return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def cache_problem() -> str | None:
+    """None where inductor can keep its kernels in ``inductor_cache_dir()`` (the folder made where missing, a file
+    written in it and removed), else why not, in one phrase naming the folder and the fix."""
+    folder = inductor_cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".zoo-probe-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return (f"inductor's cache folder '{folder}' is not usable ({type(exc).__name__}: {reason}); set "
+                f"accel.inductor_cache to a writable folder")
+    return None
 
 
 def prepare_compiler() -> None:
