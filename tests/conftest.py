@@ -32,12 +32,12 @@ def _zoo_logger_as_found():
 
 @pytest.fixture(autouse=True)
 def _compile_everything(monkeypatch):
-    """``ZOO_TEST_COMPILE=on python -m pytest ...``: every off-policy policy built in this process compiles its
-    learning step whatever its budget (``policy.compile`` as ``on``), so that the learning tests show the compiled
-    step learns as the eager one does. Unset (the default, and CI): nothing changes."""
-    import os
+    """``ZOO_TEST_COMPILE=on python -m pytest ...`` (or 1, true, yes): every off-policy policy built in this process
+    compiles its learning step whatever its budget (``policy.compile`` as ``on``), so that the learning tests show the
+    compiled step learns as the eager one does. Unset (the default, and CI): nothing changes."""
+    from zoo.config.flags import env_flag
 
-    if os.environ.get("ZOO_TEST_COMPILE") != "on":
+    if not env_flag("ZOO_TEST_COMPILE"):
         yield
         return
     from zoo.accel import compiled

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__
+from .config.flags import debug, env_flag
 from .errors import REFUSED_WRITES, ZooError, first_line, refused_write
 
 
@@ -297,6 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    try:
+        env_flag("ZOO_DEBUG")
+    except ZooError as error:  # a misspelt switch: said before anything runs
+        print(f"zoo: error: {error}", file=sys.stderr)
+        return 2
     previous = warnings.showwarning
     warnings.showwarning = _show_warning
     try:
@@ -325,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         return _eval(args)
     except ZooError as error:
-        if args.debug or os.environ.get("ZOO_DEBUG"):
+        if args.debug or debug():
             traceback.print_exc()
         print(f"zoo: error: {error}", file=sys.stderr)
         return 2
@@ -347,14 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _error(args: argparse.Namespace, line: str) -> int:
-    if args.debug or os.environ.get("ZOO_DEBUG"):
+    if args.debug or debug():
         traceback.print_exc()
     print(f"zoo: error: {line}", file=sys.stderr)
     return 2
 
 
 def _internal_error(args: argparse.Namespace, error: BaseException) -> int:
-    if args.debug or os.environ.get("ZOO_DEBUG"):
+    if args.debug or debug():
         traceback.print_exc()
     print(f"zoo: internal error: {type(error).__name__}: {first_line(error, 300)}: this is a bug; please "
           f"report it with the command you ran (ZOO_DEBUG=1 shows the traceback)", file=sys.stderr)

@@ -17,7 +17,6 @@ writes: no system call per step (an interval timer armed around every call cost 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from ..config.flags import debug
 from ..errors import EnvError, ZooError, first_line
 
 # Seconds an env call may run once a stop was requested, before it is interrupted: far longer than a step or reset
@@ -143,7 +143,7 @@ class GuardedCalls(gym.vector.VectorWrapper):
 def _quiet_gymnasium() -> int | None:
     """Silence gymnasium's multi-line report of an async worker's error (the worker's traceback) unless ZOO_DEBUG
     asks for tracebacks: zoo reports it in one line. The previous level, to restore."""
-    if os.environ.get("ZOO_DEBUG"):
+    if debug():
         return None
     level = gym.logger.min_level
     gym.logger.min_level = gym.logger.ERROR + 10

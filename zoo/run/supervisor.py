@@ -37,6 +37,7 @@ import torch.distributed as dist
 from easydict import EasyDict
 
 from ..config import to_plain
+from ..config.flags import debug
 from ..errors import ZooError
 from ..lifetime import die_with_parent, exit_cause, failure_line
 from ..pipelines.signals import StopSignals
@@ -93,7 +94,7 @@ def worker_main() -> None:
     except KeyboardInterrupt:
         code = 130
     except BaseException as error:  # reported in one line; the supervisor decides what the user sees
-        if os.environ.get("ZOO_DEBUG"):
+        if debug():
             traceback.print_exc()
         try:
             conn.send(("failed", failure_line(error), _is_peer_error(error)))

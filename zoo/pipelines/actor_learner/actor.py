@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 from easydict import EasyDict
 
+from ...config.flags import debug
 from ...data import Unroll
 from ...envs import EnvSpec
 from ...errors import EnvError, ZooError, first_line
@@ -180,7 +181,7 @@ def actor_main(
         run_actor(EasyDict(cfg_plain), actor, channel)
     except BaseException as error:
         if not channel.learner_gone(error):
-            if os.environ.get("ZOO_DEBUG"):
+            if debug():
                 import traceback
 
                 traceback.print_exc()
