@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -287,9 +288,24 @@ def test_a_figure_is_drawn(tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000 and not list(tmp_path.glob(".*.tmp*"))
 
 
+def test_seeds_with_no_evaluation_or_no_metrics_are_left_out_with_a_line_and_the_rest_plotted(tmp_path, caplog):
+    for seed in range(3):
+        _fake_run(tmp_path / "ppo", seed, evals=[10.0, 100.0 + seed])
+    unevaluated = _fake_run(tmp_path / "ppo", 3, evals=None)  # metrics rows, no evaluation
+    untrained = _fake_run(tmp_path / "ppo", 4)
+    (untrained / "metrics.jsonl").unlink()  # stopped before its first row
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        aggregate_runs([str(tmp_path / "ppo" / "seed_*")], json_path=str(tmp_path / "a.json"), reps=100)
+    assert json.loads((tmp_path / "a.json").read_text())["ppo x CartPole-v1"]["seeds"] == 3
+    said = sorted(r.getMessage() for r in caplog.records)
+    assert len(said) == 2 and all(line.count("\n") == 0 for line in said)
+    assert said[0].startswith(f"left out '{unevaluated}': a run with no evaluation yet")
+    assert said[1].startswith(f"left out '{untrained}': a run directory with no metrics yet")
+
+
 def test_bad_aggregate_input_is_one_line(tmp_path):
     run = _fake_run(tmp_path / "none", 0, evals=None)
-    with pytest.raises(ZooError, match=r"seed_0' has no evaluation .*pipeline\.eval_every.*final evaluation") as error:
+    with pytest.raises(ZooError, match=r"no run with an evaluation among 1 run .*pipeline\.eval_every") as error:
         aggregate_runs([str(run)])
     assert "\n" not in str(error.value)
     (run / "final_eval.json").write_text('{"returns": "many"}')

@@ -211,6 +211,85 @@ def test_seed_folders_copied_from_seed_0_never_count_as_other_seeds(tmp_path, co
     assert finished_kept(copy, TINY, 1, configs).startswith(f"'{copy / 'final_eval.json'}' records seed")
 
 
+@pytest.mark.parametrize("edit, said", [
+    (lambda cfg: {**cfg, "curriculum": {"stages": 3}}, "curriculum is set there"),  # a section this zoo lacks
+    (lambda cfg: {**cfg, "policy": {**cfg["policy"], "lr_warmup": 100}}, "policy.lr_warmup is set there"),
+    (lambda cfg: {**cfg, "env": {**cfg["env"], "kwargs": {"sutton_barto_reward": True}}},
+     "env.kwargs is {\"sutton_barto_reward\": true} there"),  # an open mapping compared whole
+])
+def test_a_kept_seed_with_keys_this_zoo_does_not_know_is_left_out_and_said(tmp_path, configs, edit, said):
+    """A newer zoo's kept seed (or a hand-edited one): what its unknown keys did is unknown, so it never counts as a
+    finished seed of the entry (issue 54)."""
+    results = tmp_path / "results"
+    _kept(results, 0, configs, final=100.0)
+    newer = _kept(results, 1, configs, final=0.0, config=edit(runs.expected_config(TINY, 1, configs)))
+    row, out = _report(tmp_path, configs, results, seeds=2)
+    assert "| 1/2 | 100.0 [" in row
+    assert out.startswith(f"zoo bench: left out of the report: '{newer}' was trained with an older config of "
+                          f"tiny_ppo ({said}") and out.count("\n") == 1
+    assert finished_kept(newer, TINY, 1, configs).startswith(f"'{newer}' holds a run of another config ({said}")
+
+
+@pytest.mark.parametrize("fault, said", [
+    (lambda rows: [row for row in rows for _ in range(2)], "written twice (line 2: iteration 1 after 1)"),
+    (lambda rows: rows[::-1], "out of order (line 2: iteration 15 after 16)"),
+    (lambda rows: rows[:5] + rows[4:], "written twice (line 6: iteration 5 after 5)"),  # one row twice
+    (lambda rows: [*rows[:3], {**rows[3], "env_steps": 1}, *rows[4:]], "out of order (line 4: env_steps 1 after 384)"),
+])
+def test_kept_rows_written_twice_or_out_of_order_leave_the_seed_out_with_a_line(tmp_path, configs, fault, said):
+    """The last-5-evaluations measure reads the rows in order: a kept seed whose rows are not one per iteration, in
+    order, would move it silently (issue 54)."""
+    results = tmp_path / "results"
+    _kept(results, 0, configs, final=100.0)
+    damaged = _kept(results, 1, configs, final=0.0)
+    (damaged / "metrics.jsonl.gz").write_bytes(compressed(_metrics(fault(ROWS))))
+    row, out = _report(tmp_path, configs, results, seeds=2)
+    assert "| 1/2 | 100.0 [" in row
+    assert out == (f"zoo bench: left out of the report: '{damaged / 'metrics.jsonl.gz'}' holds its rows {said}: not "
+                   f"the rows zoo writes\n")
+    assert finished_kept(damaged, TINY, 1, configs) == (f"'{damaged / 'metrics.jsonl.gz'}' holds its rows {said}: "
+                                                        f"not the rows zoo writes")
+
+
+KEEPER = """
+import sys
+from pathlib import Path
+from zoo.bench.results import keep
+run, destination, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+failures = 0
+for _ in range(rounds):
+    try:
+        keep(run, destination)
+    except Exception as exc:
+        failures += 1
+        print(type(exc).__name__, exc, file=sys.stderr)
+print(failures)
+"""
+
+
+@pytest.mark.parametrize("keepers", [2, 4])
+def test_concurrent_keepers_of_one_seed_each_keep_it_whole(tmp_path, configs, keepers):
+    """Two runners with different runs directories share no run lock, yet may keep into one results folder: each keep
+    is whole (the last one's stays), none fails (11 of 60 did, each removing the other's staging folder)."""
+    destination = tmp_path / "results" / TINY.name / "seed_0"
+    sources = []
+    for index in range(keepers):
+        run = tmp_path / f"run{index}"
+        run.mkdir()
+        dump_config(runs.expected_config(TINY, 0, configs), run / "config.yaml")
+        (run / "metrics.jsonl").write_bytes(_metrics(ROWS))
+        (run / "final_eval.json").write_text(json.dumps({"returns": [float(index)] * 10, "episodes": 10,
+                                                         "seed": runs.eval_seed(0)}))
+        sources.append(run)
+    processes = [subprocess.Popen([sys.executable, "-c", KEEPER, str(run), str(destination), "30"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for run in sources]
+    outcomes = [process.communicate(timeout=120) for process in processes]
+    assert [(out.strip(), err) for out, err in outcomes] == [("0", "")] * keepers
+    assert kept_state(destination) is None and finished_kept(destination, TINY, 0, configs) is None
+    assert json.loads((destination / "final_eval.json").read_text())["returns"][0] in range(keepers)
+    assert sorted(p.name for p in destination.parent.iterdir()) == ["seed_0"]  # no staging folder left behind
+
+
 # -- whole or not at all ----------------------------------------------------------------------------------------------
 def test_a_half_written_kept_seed_is_left_out_and_said(tmp_path, configs):
     results = tmp_path / "results"

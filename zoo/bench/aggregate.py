@@ -2,13 +2,15 @@
 (zoo.bench.stats): IQM, mean, median and optimality gap with stratified-bootstrap 95% CIs, on normalised scores
 where the environment has a NORMALISATION entry, as a table, a JSON file and a figure. A run whose final_eval.json is
 damaged (zoo.run.view.read_final_returns) is refused in one line naming the file, as ``zoo bench --report`` does:
-a published figure never silently drops a seed. A write the system refuses is one line naming the file, and leaves
+a published figure never silently drops a seed. A run with no evaluation yet (or no metrics rows) is left out with a
+line saying so, and the rest are plotted. A write the system refuses is one line naming the file, and leaves
 no temporary file. Here, below the commands, because ``zoo bench --report`` draws the same figure.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +23,20 @@ from .figures import check_out, pyplot, save_figure
 from .output import write_text
 from .stats import NORMALISATION, aggregate, iqm, normalise, performance_profile, stratified_bootstrap_ci
 
+log = logging.getLogger("zoo")
+
 # zoo plot --aggregate: one final score per seed, the group's statistics over seeds.
 STATISTIC_TITLES = {"iqm": "IQM", "median": "median", "mean": "mean", "optimality_gap": "optimality gap"}
 EVAL_SOURCES = {"final": "final_eval.json's mean", "last": "the last eval_return_mean of metrics.jsonl"}
 
 
-def _final_return(view: RunView) -> tuple[float, str]:
+def _final_return(view: RunView) -> tuple[float, str] | None:
     """The run's final evaluation return and its source: ``final_eval.json``'s mean (the benchmark runner's final
-    evaluation), else the last ``eval_return_mean`` of metrics.jsonl."""
-    run = view.path
+    evaluation), else the last ``eval_return_mean`` of metrics.jsonl; None for a run with neither."""
     if view.evaluated:
         return float(np.mean(view.final_returns(episodes=None))), "final"
     evaluations = [row["eval_return_mean"] for row in view.rows if row.get("eval_return_mean") is not None]
-    if not evaluations:
-        raise ZooError(f"run '{run}' has no evaluation (no {FINAL_EVAL_FILE}, no eval_return_mean in metrics.jsonl): "
-                       "set pipeline.eval_every, or run the benchmark's final evaluation (zoo bench)")
-    return float(evaluations[-1]), "last"
+    return (float(evaluations[-1]), "last") if evaluations else None
 
 
 def load_finals(runs: list[Path]) -> list[dict[str, Any]]:
@@ -45,10 +45,17 @@ def load_finals(runs: list[Path]) -> list[dict[str, Any]]:
     return), ``sources`` ('final' or 'last'), ``env_steps`` (each run's last) and ``curves`` (each run's
     ``(env_steps, eval_return_mean)`` arrays; empty arrays for a run without periodic evaluations)."""
     groups: dict[str, dict[str, Any]] = {}
+    left_out = []
     for run in runs:
         view = RunView(run)
         rows = view.rows
-        final, source = _final_return(view)
+        evaluation = _final_return(view)
+        if evaluation is None:  # left out and said, as a run with no metrics rows is (find_runs)
+            log.warning(f"left out '{run}': a run with no evaluation yet (no {FINAL_EVAL_FILE}, no eval_return_mean "
+                        f"in its metrics; set pipeline.eval_every, or run the benchmark's final evaluation)")
+            left_out.append(run)
+            continue
+        final, source = evaluation
         cfg = to_plain(view.config)
         policy, env = (cfg.get("policy") or {}).get("type"), (cfg.get("env") or {}).get("id")
         group = groups.setdefault(view.group_key(), {
@@ -62,6 +69,10 @@ def load_finals(runs: list[Path]) -> list[dict[str, Any]]:
         group["env_steps"].append(max((row["env_steps"] for row in rows if row.get("env_steps") is not None),
                                       default=None))
         group["curves"].append((np.array([p[0] for p in points], float), np.array([p[1] for p in points], float)))
+    if not groups:
+        raise ZooError(f"no run with an evaluation among {len(left_out)} run directories (no {FINAL_EVAL_FILE}, no "
+                       "eval_return_mean in their metrics): set pipeline.eval_every, or run the benchmark's final "
+                       "evaluation (zoo bench)")
     labels = [group["label"] for group in groups.values()]
     for group in groups.values():  # two configs of one policy and env (other hyper-parameters): name the folder
         if labels.count(group["label"]) > 1:

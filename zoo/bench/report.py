@@ -86,7 +86,8 @@ def _finished(root: Path, entry: Entry, seeds: int, configs: Path, kept: bool, s
             check_own(path, entry, seed, configs)
             check_eval_seed(path, entry, seed, required=kept)
             result = _read(path)
-            problem = f"'{path}' holds a final evaluation but no metrics rows" if result is None else None
+            problem = (f"'{path}' holds a final evaluation but no metrics rows" if result is None
+                       else RunView(path).order_problem())
         if problem:
             print(f"zoo bench: left out of the report: {problem}", file=stream, flush=True)
         elif problem is None:

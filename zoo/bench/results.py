@@ -22,7 +22,9 @@ and the report and the runner say so. Nothing is ever written through a symbolic
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import gzip
 import io
 import json
@@ -31,6 +33,7 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ZooError
@@ -119,8 +122,9 @@ def _replace_folder(staging: Path, destination: Path) -> None:
 def keep(run: Path, destination: Path) -> Path:
     """Copy the kept files of the evaluated run directory ``run`` into the folder ``destination``, the metrics rows
     thinned and compressed, as one whole folder (see the module docstring). A ZooError line when the final
-    evaluation is damaged, ``destination`` is a symbolic link, or a write is refused. Call while no other runner
-    keeps the same seed (``zoo.bench.runner`` holds the seed's lock)."""
+    evaluation is damaged, ``destination`` is a symbolic link, or a write is refused. Safe beside other keepers, in
+    this process or others: the entry's folder is locked while a seed is written (``_locked_folder``), so every
+    call keeps its seed whole (the last one's stays) or refuses in one line."""
     read_final_returns(run)  # never keep a damaged evaluation
     refuse_links(destination)
     files = {name: read_regular(run / name, _SMALL_FILE_BYTES) for name in KEPT_FILES if os.path.lexists(run / name)}
@@ -129,19 +133,39 @@ def keep(run: Path, destination: Path) -> Path:
     parent = destination.parent
     with refused_write(destination):
         parent.mkdir(parents=True, exist_ok=True)
-        for leftover in parent.glob(f".{destination.name}.*"):  # of a keep that was killed
-            if leftover.name.endswith((".tmp", ".old")) and not leftover.is_symlink():
-                shutil.rmtree(leftover, ignore_errors=True)
-        staging = parent / f".{destination.name}.{secrets.token_hex(4)}.tmp"
-        staging.mkdir()
-        try:
-            for name, data in files.items():
-                _write_whole(staging / name, data)
-            _replace_folder(staging, destination)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        with _locked_folder(parent):  # keepers of one entry, in any process, one at a time
+            _write_kept(files, destination)
     return destination
+
+
+@contextlib.contextmanager
+def _locked_folder(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` itself (``flock`` of the folder, no file left behind), released on exit or
+    when the process dies: two runners keeping seeds of one entry at once (different runs directories share no run
+    lock) would otherwise remove each other's staging folders as leftovers of a killed keep."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _write_kept(files: dict[str, bytes], destination: Path) -> None:
+    """``files`` into a staging folder beside ``destination``, renamed to it whole (under the entry's lock)."""
+    parent = destination.parent
+    for leftover in parent.glob(f".{destination.name}.*"):  # of a keep that was killed
+        if leftover.name.endswith((".tmp", ".old")) and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+    staging = parent / f".{destination.name}.{secrets.token_hex(4)}.tmp"
+    staging.mkdir()
+    try:
+        for name, data in files.items():
+            _write_whole(staging / name, data)
+        _replace_folder(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def kept_path(results: Path, entry: str, seed: int) -> Path:
@@ -208,8 +232,9 @@ def finished_kept(kept: Path, entry: Entry, seed: int, configs: Path) -> str | N
     if difference is not None:
         return f"'{kept}' holds a run of another config ({difference})"
     try:
-        if not RunView(kept).rows:
+        view = RunView(kept)
+        if not view.rows:
             return f"'{kept / METRICS_JSONL_GZ}' holds no metrics rows"
+        return view.order_problem()
     except ZooError as exc:
         return str(exc).split(": restore")[0]
-    return None

@@ -25,7 +25,9 @@ __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_eval
 # What a run's config.yaml may hold differently from its entry's config: where the folder is, and the configs'
 # folder as this clone sees it; and how the learning step ran (compiled or eager: the same updates within float
 # rounding), which does not change what a run learns.
-IGNORED_KEYS = ("runs_dir", "exp_name", "import_paths", "policy.compile")
+IGNORED_KEYS = ("runs_dir", "exp_name", "import_paths", "policy.compile", "accel")
+# Keys whose value is an open mapping (any names inside): compared whole, not key by key.
+OPEN_MAPPINGS = ("env.kwargs", "policy.encoder_kwargs", "tune")
 # What a run's config.yaml must hold to be a run of an entry and seed at all (a key zoo added since may be missing,
 # these never are): without them a ``{}`` would match every entry, and a copy without ``seed`` every seed.
 REQUIRED_KEYS = ("seed", "env.id", "policy.type", "pipeline.type", "pipeline.max_env_steps")
@@ -70,13 +72,18 @@ def expected_config(entry: Entry, seed: int, configs: Path) -> dict[str, Any]:
 
 
 def _difference(expected: Any, found: Any, prefix: str = "") -> str | None:
-    # The first key whose value differs; keys only one side has are left out (a key added to zoo since the run).
-    if isinstance(expected, dict) and isinstance(found, dict):
+    # The first key whose value differs. A key the run lacks is left out (a key added to zoo since the run, at its
+    # default); a key only the run has is one this zoo does not know (a newer zoo's run, or a hand-edited file): it
+    # differs, whatever it meant. Open mappings (env.kwargs) are compared whole.
+    if isinstance(expected, dict) and isinstance(found, dict) and prefix[:-1] not in OPEN_MAPPINGS:
         for key in expected:
             if key in found and f"{prefix}{key}" not in IGNORED_KEYS:
                 difference = _difference(expected[key], found[key], f"{prefix}{key}.")
                 if difference is not None:
                     return difference
+        for key in found:
+            if key not in expected and f"{prefix}{key}" not in IGNORED_KEYS:
+                return f"{prefix}{key} is set there, a key this zoo does not know (a newer zoo's run?)"
         return None
     if expected == found and isinstance(expected, bool) == isinstance(found, bool):  # True == 1 in Python
         return None

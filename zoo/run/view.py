@@ -159,6 +159,24 @@ class RunView:
                                     f"holds the first, kept results the second; move the other away")
         return read_rows(packed if os.path.lexists(packed) else plain)
 
+    def order_problem(self) -> str | None:
+        """None when the metrics rows are one per iteration, in order (iterations rising, env steps never falling:
+        what zoo writes, exactly once per iteration even across kills and resumes; kept results thin them, in
+        order), else one line naming the file and the first fault (a row written twice, rows out of order)."""
+        name = METRICS_JSONL_GZ if os.path.lexists(self.path / METRICS_JSONL_GZ) else METRICS_JSONL
+        previous: dict[str, Any] | None = None
+        for line, row in enumerate(self.rows, 1):
+            if previous is not None:
+                for key in ("iteration", "env_steps"):
+                    before, now = previous.get(key), row.get(key)
+                    if before is None or now is None or now > before or (key == "env_steps" and now == before):
+                        continue
+                    fault = "written twice" if now == before else "out of order"
+                    return (f"'{self.path / name}' holds its rows {fault} (line {line}: {key} {now} after {before}): "
+                            f"not the rows zoo writes")
+            previous = row
+        return None
+
     def last(self, key: str) -> Any:
         """The last value of ``key`` in the metrics rows that has one (None if none has)."""
         return next((row[key] for row in reversed(self.rows) if row.get(key) is not None), None)
