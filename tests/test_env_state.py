@@ -316,3 +316,92 @@ def test_a_vector_env_with_flattened_observations_pickles_and_flattens_alike():
     copy = pickle.loads(pickle.dumps(venv))
     assert np.array_equal(copy.reset(seed=3)[0], venv.reset(seed=3)[0])
     assert copy.single_observation_space == venv.single_observation_space == gym.spaces.Box(0, 1, (16,), np.int64)
+
+
+# -- the rules that decide what is restored, and what is trusted (issue 54: each fails under a one-line change) -----
+RESTORED: list[str] = []
+
+
+class OrderedWalk(CapturedWalk):
+    """The protocol, recording when its state is set."""
+
+    def set_env_state(self, state):
+        RESTORED.append("env")
+        super().set_env_state(state)
+
+
+class ScaledWrapper(gym.Wrapper):
+    """A wrapper with the protocol whose state is read off the env it wraps: it must be set after that env's."""
+
+    def get_env_state(self):
+        return {"scale": 2.0}
+
+    def set_env_state(self, state):
+        RESTORED.append("wrapper")
+        self.scale = state["scale"] * (1.0 + abs(self.env.unwrapped.x))  # needs the inner state restored first
+
+
+class VectorScale(gym.vector.VectorWrapper):
+    """A vector wrapper with the protocol: outermost of all."""
+
+    def get_env_state(self):
+        return {}
+
+    def set_env_state(self, state):
+        RESTORED.append("vector wrapper")
+
+
+def test_states_are_restored_innermost_layer_first():
+    venv = VectorScale(_vector(ScaledWrapper(OrderedWalk()), ScaledWrapper(OrderedWalk())))
+    venv.reset(seed=3)
+    venv.step(np.zeros((2, 1), np.float32))
+    RESTORED.clear()
+    restored, _ = restore(snapshot(venv))
+    assert RESTORED == ["env", "wrapper", "env", "wrapper", "vector wrapper"]
+    assert restored.env.envs[0].scale == pytest.approx(2.0 * (1.0 + abs(venv.env.envs[0].unwrapped.x)))
+
+
+@pytest.mark.parametrize("module, trusted", [
+    ("numpy.random._generator", True), ("torch.nn.modules.linear", True), ("zoo.envs.wrappers", True),
+    ("collections", True), ("gymnasium.spaces.box", True), ("random", True),
+    # look-alikes: a name that starts like a trusted module is another package
+    ("zoo_plugin", False), ("zoo_plugin.envs", False), ("torchrl.envs", False), ("randomgen", False),
+    ("numpyro.distributions", False), ("collections_extended", False), ("gymnasium.spacesx", False),
+    ("gymnasium.envs.classic_control", False), ("", False),
+])
+def test_the_trust_rule_matches_whole_module_names_never_prefixes(module, trusted):
+    from zoo.envs import state
+
+    klass = type("Lookalike", (), {"__module__": module})
+    assert state._trusted(klass) is trusted
+
+
+class PluginRng:
+    """A plugin's generator (module ``zoo_plugin``: a look-alike of ``zoo``) whose pickle keeps its seed only."""
+
+    def __init__(self, seed: int = 1) -> None:
+        self.seed, self.position = seed, 0
+
+    def __reduce__(self):
+        return (PluginRng, (self.seed,))
+
+
+def test_an_object_of_a_look_alike_module_with_its_own_pickling_is_not_captured(monkeypatch):
+    import sys
+    import types
+
+    plugin = types.ModuleType("zoo_plugin")
+    plugin.PluginRng = PluginRng
+    monkeypatch.setitem(sys.modules, "zoo_plugin", plugin)
+    monkeypatch.setattr(PluginRng, "__module__", "zoo_plugin")
+    env = PlainWalk()
+    env.plugin_rng = PluginRng()
+    with pytest.raises(EnvNotCaptured, match=r"zoo_plugin\.PluginRng"):
+        snapshot(_vector(env))
+
+
+def test_a_gymnasium_mujoco_env_that_implements_the_protocol_is_captured_by_it():
+    env = gym.make("Hopper-v5").unwrapped
+    env.get_env_state = lambda: {"mine": 1}
+    env.set_env_state = lambda state: None
+    assert capture_kind(env) == "protocol"  # its own state, not zoo's MuJoCo capture
