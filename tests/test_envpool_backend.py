@@ -268,3 +268,103 @@ def test_a_training_collector_of_one_envpool_env_says_once_that_several_envs_pay
             VectorCollector(_spec("CartPole-v1", "envpool"), 1, seed=0).close()
     assert len(notices()) == 1 and "env.backend=envpool with one env (CartPole-v1)" in notices()[0]
     assert "set pipeline.num_envs above 1, or env.backend=gymnasium" in notices()[0]
+
+
+# -- zoo's bookkeeping of EnvPool's resets, around every kind of episode end (issue 54) --------------------------------
+def _played(venv: gym.vector.VectorEnv, actions: np.ndarray) -> tuple[np.ndarray, ...]:
+    steps = _steps(venv, actions)
+    return tuple(np.array([step[k] for step in steps]) for k in range(4))  # obs, rewards, terminated, truncated
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("limit", [9, 10, 12])  # CartPole pushed one way falls near step 9-10: falls at the limit too
+def test_every_end_is_followed_by_exactly_one_autoreset_step_terminations_truncations_and_both(backend, limit):
+    venv = _spec("CartPole-v1", backend, max_episode_steps=limit).make_vector(16, seed=11)
+    venv.reset(seed=11)
+    actions = np.zeros((240, 16), dtype=np.int64)
+    actions[:, 8:] = np.random.default_rng(2).integers(0, 2, size=(240, 8))  # half pushed left, half at random
+    observations, rewards, terminated, truncated = _played(venv, actions)
+    ended = terminated | truncated
+    autoreset = np.zeros_like(ended)
+    autoreset[1:] = ended[:-1]
+    assert terminated.any() and (truncated & ~terminated).any()  # both kinds of end happened
+    assert np.all(rewards[autoreset] == 0.0) and not ended[autoreset].any()
+    assert np.all(_cartpole_start(observations[autoreset]))
+    assert np.all(rewards[~autoreset] == 1.0)  # never a second reset (EnvPool's own and zoo's for one end)
+    for env in range(16):  # each episode: at most `limit` steps, truncated exactly when it reaches them alive
+        length = 0
+        for t in range(len(rewards)):
+            if autoreset[t, env]:
+                length = 0
+                continue
+            length += 1
+            assert length <= limit
+            assert truncated[t, env] == (length == limit), (env, t, length)
+
+
+def test_a_masked_reset_of_a_sub_env_zoo_truncated_clears_its_pending_reset():
+    venv = _spec("CartPole-v1", "envpool", max_episode_steps=5).make_vector(4, seed=1)
+    venv.reset(seed=1)
+    for _ in range(5):  # the fifth step truncates every sub-env (by zoo's limit): their resets are pending
+        _, _, terminated, truncated, _ = venv.step(np.array([0, 1, 0, 1]))
+    assert (truncated & ~terminated).all()
+    mask = np.array([True, True, False, False])
+    obs, _ = venv.reset(options={"reset_mask": mask})
+    assert np.all(_cartpole_start(obs[mask]))
+    _, reward, _, _, _ = venv.step(np.array([0, 1, 0, 1]))
+    assert reward.tolist() == [1.0, 1.0, 0.0, 0.0]  # the reset ones step on; the others take their autoreset step
+
+
+def test_large_seeds_never_overflow_the_sub_envs_int32_seeds():
+    from zoo.envs.envpool_backend import pool_seed
+
+    for seed in (2**30 - 1, 2**30, 2**31 - 2, 2**31 - 1, 2**31, 2**32 + 5, 2**62, 2**63 - 1):
+        assert 0 <= pool_seed(seed) and pool_seed(seed) + 2**10 < 2**31, seed  # room for 1,024 sub-envs
+    venv = _spec("CartPole-v1", "envpool").make_vector(8, seed=2**31 - 1)
+    obs = venv.reset()[0]
+    assert len({tuple(row) for row in obs.tolist()}) == 8  # eight sub-envs, eight seeds
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_seed_seeds_the_action_spaces_random_warm_up_actions_too(backend):
+    def samples(seed: int) -> list:
+        venv = _spec("Pendulum-v1", backend).make_vector(2, seed=seed)
+        return [venv.single_action_space.sample().tolist() for _ in range(3)] + [venv.action_space.sample().tolist()]
+
+    assert samples(4) == samples(4) and samples(4) != samples(5)
+
+
+class _RecordedPool:
+    """EnvPool's pool with its resets recorded (which sub-envs zoo asked it to reset at each step)."""
+
+    def __init__(self, pool):
+        self.pool, self.resets = pool, []
+
+    def reset(self, env_id=None):
+        if env_id is not None:
+            self.resets.append(sorted(np.asarray(env_id).tolist()))
+        return self.pool.reset(env_id=env_id) if env_id is not None else self.pool.reset()
+
+    def __getattr__(self, name):
+        return getattr(self.pool, name)
+
+
+def test_zoo_resets_only_what_it_truncated_itself_never_an_env_envpool_ended():
+    """A sub-env that falls exactly at zoo's time limit is ended by EnvPool too, which resets it at its next step
+    itself: zoo must not reset it as well (an extra reset of EnvPool's own, and a draw of its generator)."""
+    from zoo.envs.envpool_backend import EnvPoolVectorEnv
+
+    lengths = _lengths_pushing_left(_spec("CartPole-v1", "envpool"), 32)
+    limit = Counter(lengths.tolist()).most_common(1)[0][0]
+    venv = EnvPoolVectorEnv("CartPole-v1", 32, seed=5, max_episode_steps=limit)
+    venv.reset(seed=5)
+    venv._pool = recorded = _RecordedPool(venv._pool)
+    expected = []
+    for _ in range(3 * limit):
+        _, _, terminated, truncated, _ = venv.step(np.zeros(32, dtype=np.int64))
+        mine = np.flatnonzero(truncated & ~terminated).tolist()  # what zoo's own limit ended, EnvPool did not
+        if mine:
+            expected.append(mine)
+    both = sum(int(n) for n in (lengths == limit))
+    assert both > 0 and expected  # falls at the limit and truncations by it both happened
+    assert recorded.resets == expected

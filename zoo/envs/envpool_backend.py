@@ -131,11 +131,12 @@ def _gymnasium_only(env_id: str, key: str) -> str:
 
 
 def pool_seed(seed: int) -> int:
-    """An int32 EnvPool seed for zoo's seed (0 to 2**63 - 1): the seed itself where it fits, else folded into one
-    by numpy's SeedSequence (so nearby large seeds stay apart)."""
+    """An EnvPool seed for zoo's seed (0 to 2**63 - 1): the seed itself below 2**30, else folded below 2**30 by
+    numpy's SeedSequence (so nearby large seeds stay apart). EnvPool seeds sub-env ``i`` with ``pool_seed + i`` in
+    int32: below 2**30, up to 2**30 sub-envs never overflow it."""
     if 0 <= seed < _INT32 // 2:
         return int(seed)
-    return int(np.random.SeedSequence(seed).generate_state(1)[0]) % _INT32
+    return int(np.random.SeedSequence(seed).generate_state(1)[0]) % (_INT32 // 2)
 
 
 def _scatter(into: Any, values: Any, rows: np.ndarray, size: int) -> Any:
