@@ -301,3 +301,31 @@ def test_a_compiled_ppo_run_records_its_graph_and_resumes_to_the_unbroken_run(tm
     assert rows[0] == rows[1] and len(rows[0]) == 4
     session = json.loads((Path(whole["run_dir"]) / "environment.json").read_text())["sessions"][0]
     assert session["compile"] is True and session["compile_graphs"] == 1 and session["compile_seconds"] > 0
+
+
+@pytest.mark.parametrize("where", ["building", "compiling"])
+def test_a_failed_compile_under_auto_trains_eager_and_its_record_says_so(compiler_present, monkeypatch, where):
+    """auto is a speed choice: a compile that fails (building the step, or compiling its first graph) trains eager,
+    exactly as an eager learner does, and environment.json says it did not compile and why; on refuses (issue 54)."""
+    def broken_compile(fn, **kwargs):
+        if where == "building":
+            raise RuntimeError("inductor broke")
+
+        def compiled(*args, **kwargs):
+            raise RuntimeError("inductor broke")
+        return compiled
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    auto = policy_of(PPOPolicy, BOX, "auto", samples=64, minibatch_size=16)  # 400,000 updates planned: auto is on
+    eager = policy_of(PPOPolicy, BOX, "off", samples=64, minibatch_size=16)
+    assert auto.compiled_step is not None and auto.compile_reason == "auto"
+    reference = policy_of(PPOPolicy, BOX, "off")
+    rows = []
+    for policy in (auto, eager):
+        torch.manual_seed(3)
+        rows.append([policy.learn(rollout_of(reference, 32, 2, (), seed=call), LearnContext()) for call in range(2)])
+    assert rows[0] == rows[1]
+    record = auto.environment_record()
+    assert record["compile"] is False and record["compile_failure"] == "RuntimeError: inductor broke"
+    with pytest.raises(ConfigError, match="^policy.compile=on: compiling PPOPolicy's learning step failed"):
+        on = policy_of(PPOPolicy, BOX, "on", samples=64, minibatch_size=16)
+        on.learn(rollout_of(reference, 32, 2, (), seed=0), LearnContext())
