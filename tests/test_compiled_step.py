@@ -16,8 +16,8 @@ import pytest
 import torch
 from easydict import EasyDict
 
+from zoo.accel import auto_compile, settings
 from zoo.accel import compiled as compiled_module
-from zoo.accel import settings
 from zoo.accel.compiled import AUTO_MIN_UPDATES, CompiledStep, compiler_status, resolve_compile
 from zoo.accel.matmul import ensemble_mlp
 from zoo.data import ReplayBuffer, Transitions
@@ -320,7 +320,7 @@ def test_a_replaced_network_is_seen_by_the_next_learning_call():
 
 
 @needs_compiler
-def test_a_network_reading_parameters_kept_aside_fails_to_compile_in_one_line_and_trains_eager(caplog):
+def test_a_network_reading_parameters_kept_aside_fails_to_compile_in_one_line_and_trains_eager(caplog, monkeypatch):
     """The contract of flat_views: networks read their parameters through their attributes. One that reads
     Parameter objects kept aside is not differentiated in the compiled step: the compile fails with the reason in
     one line, `auto` trains eager (the plain step, the same numbers as an eager policy), `on` refuses."""
@@ -337,6 +337,9 @@ def test_a_network_reading_parameters_kept_aside_fails_to_compile_in_one_line_an
         return policy
 
     replay = replay_for(False)
+    monkeypatch.setattr(auto_compile, "AUTO_PROBE_WARMUP", 0)  # auto decides after one update, and compiles
+    monkeypatch.setattr(auto_compile, "AUTO_PROBE_UPDATES", 1)
+    monkeypatch.setattr(auto_compile, "compile_seconds", lambda what: 0.0)
     eager = keep_parameters_aside(new_policy("sac", "off"))
     auto = keep_parameters_aside(new_policy("sac", "auto"))
     with caplog.at_level(logging.WARNING, logger="zoo"):
@@ -429,3 +432,51 @@ def test_a_step_that_cannot_even_be_built_trains_eager_under_auto_and_refuses_un
     assert [r.getMessage().count("\n") for r in caplog.records] == [0]
     with pytest.raises(ConfigError, match="^policy.compile=on: compiling Toy's learning step failed \\(NotADir"):
         CompiledStep(lambda x: x, "Toy's learning step", required=True, device=CPU)
+
+
+# -- auto: what the compile costs and saves here (zoo.accel.auto_compile) ------------------------------------------
+@pytest.fixture
+def quick_probe(monkeypatch, tmp_path):
+    monkeypatch.setattr(auto_compile, "AUTO_PROBE_WARMUP", 2)
+    monkeypatch.setattr(auto_compile, "AUTO_PROBE_UPDATES", 4)
+    settings.configure({"inductor_cache": str(tmp_path / "cache")})
+    yield tmp_path / "cache"
+    settings.configure(None)
+
+
+def test_auto_times_the_first_eager_updates_then_decides_by_the_compile_cost_here(compiler_present, quick_probe,
+                                                                                    monkeypatch):
+    built = []
+    monkeypatch.setattr(OffPolicyPolicy, "_build_compiled", lambda self, on, required: built.append((on, required)))
+    replay = replay_for(False)
+    auto_compile.record_compile_seconds("SACPolicy's learning step", 1e5)  # a compile measured slow here
+    slow = new_policy("sac", "auto")
+    assert slow._auto is not None and slow.compile_reason.startswith("auto: deciding") and built == []
+    slow.learn(replay, LearnContext(updates=6))  # 2 warm-up and 4 timed updates: decided
+    assert slow.compile_decision is False and built == [(False, False)]
+    assert "about 100,000 s of compiling here (under twice that: eager)" in slow.compile_reason
+    auto_compile.record_compile_seconds("SACPolicy's learning step", 1.0)  # a shorter one does not replace it
+    assert auto_compile.compile_seconds("SACPolicy's learning step") == 1e5
+    (quick_probe / auto_compile.COSTS_FILE).write_text('{"SACPolicy\'s learning step": 0.001}')
+    fast = new_policy("sac", "auto")
+    fast.learn(replay, LearnContext(updates=5))
+    assert fast.compile_decision is None and fast._auto is not None  # one timed update short
+    fast.learn(replay, LearnContext(updates=1))
+    assert fast.compile_decision is True and built[-1] == (True, False)
+    assert fast.state_dict()["compile_decision"] is True  # kept: a resume decides alike
+    resumed = new_policy("sac", "auto")
+    resumed.load_state_dict(fast.state_dict())
+    assert resumed._auto is None and resumed.compile_decision is True and built[-1] == (True, False)
+    assert resumed.compile_reason == "auto: compiled, as decided before the resume"
+    eager = new_policy("sac", "off")  # off and on decide nothing, and save no decision
+    assert "compile_decision" not in eager.state_dict() and eager._auto is None
+
+
+def test_auto_without_a_plan_compiles_at_once_and_too_few_updates_never(compiler_present, quick_probe):
+    cls, overrides = CASES["sac"]
+    policy = cls(EasyDict({**cls.default_config, "hidden_sizes": [8], "batch_size": 8, "compile": "auto",
+                           **overrides}), OBS, BOX, CPU)
+    policy.plan_learning(None)  # a pipeline that cannot say: as before, compiled
+    assert policy._auto is None and policy.compiled_step is not None
+    policy.plan_learning(AUTO_MIN_UPDATES - 1)
+    assert policy._auto is None and policy.compiled_step is None

@@ -11,12 +11,14 @@ generator), so they agree within float rounding, and each resumes exactly within
 Why: for networks of this size the eager update is bound by per-operator overhead, not arithmetic (docs/speed.md has
 the figures, ``benchmarks/sac_speed.py`` measures them).
 
-``auto`` is on where the compile time pays: the policy's update is compile-ready (``OffPolicyPolicy.compilable``),
-a working compiler is present (``compiler_status``), and the run plans at least ``AUTO_MIN_UPDATES`` gradient
-updates. A cold compile takes tens of seconds per graph (one per combination of the update's cadences: SAC with
-every-update actor steps has one, TD3's delayed actor two); inductor's cache (``settings.inductor_cache_dir``, kept
-across runs) brings a repeated or resumed run's compile down to a few seconds. A compile that fails says so in one line
-and trains eager (``auto``) or stops the run before anything changed (``on``).
+``auto`` is on where the compile time pays: the policy's update is compile-ready (``OffPolicyPolicy.compilable``), a
+working compiler and cache folder are present (``compiler_status``, ``settings.cache_problem``), the run plans at least
+``AUTO_MIN_UPDATES`` gradient updates, and -- timed on the run's first eager updates -- the rest would save at least
+twice what compiling costs on this machine kind (``zoo.accel.auto_compile``). A cold compile takes tens of seconds per
+graph (one per combination of the update's cadences: SAC with every-update actor steps has one, TD3's delayed actor
+two); inductor's cache (``settings.inductor_cache_dir``, kept across runs) brings a repeated or resumed run's compile
+down to a few seconds. A compile that fails says so in one line and trains eager (``auto``) or stops the run before
+anything changed (``on``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import torch
 from ..config.schema import Field
 from ..errors import ConfigError
 from . import torch_internals
+from .auto_compile import record_compile_seconds
 from .settings import cache_problem, inductor_cache_dir, prepare_compiler, settings
 
 log = logging.getLogger("zoo")
@@ -45,9 +48,9 @@ COMPILE_MODES = ("auto", "on", "off")
 AUTO_MIN_UPDATES = 20_000
 
 COMPILE_FIELD = Field(
-    "auto", "run each gradient update as one compiled graph (torch.compile): on, off, or auto (on for runs of at "
-    f"least {AUTO_MIN_UPDATES:,} updates where a compiler works); how the step runs, not what it learns",
-    choices=COMPILE_MODES)
+    "auto", "run each gradient update as one compiled graph (torch.compile): on, off, or auto (where a compiler "
+    f"works and the run plans {AUTO_MIN_UPDATES:,} updates or more, on when its first updates' cost here says the "
+    "rest would save twice the compile); how the step runs, not what it learns", choices=COMPILE_MODES)
 
 
 @functools.cache
@@ -206,6 +209,7 @@ class CompiledStep:
         seconds = time.perf_counter() - start
         self.seconds += seconds
         self.variants.add(variant)
+        record_compile_seconds(self.what, seconds)  # what auto weighs the next compile of it here by
         log.info(f"compiled {self.what} (graph {len(self.variants)}) in {seconds:.1f} s; inductor "
                  f"cache {inductor_cache_dir()}")
         return result

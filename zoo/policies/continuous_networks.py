@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,7 @@ from torch import nn
 
 from ..accel.matmul import ensemble_mlp, linear
 from ..accel.numpy_acting import LiveMLP
+from ..errors import ConfigError
 
 Array = Any  # a torch.Tensor, or a numpy array on the numpy acting path
 
@@ -220,3 +222,40 @@ class DeterministicActor(nn.Module):
     def numpy_ready(self) -> bool:
         """Whether ``forward`` takes arrays now (float32 weights on the CPU)."""
         return _numpy_ready(self.layers)
+
+
+def check_bounded_box(algorithm: str, observation_space: gym.Space, action_space: gym.Space) -> None:
+    """Raise ``ConfigError`` unless the observations are a Box and the actions a 1-D Box with finite bounds (the
+    spaces of a tanh-squashed actor)."""
+    if not isinstance(observation_space, gym.spaces.Box) or observation_space.shape is None:
+        raise ConfigError(
+            f"observation space {observation_space} is not supported by {algorithm}: it takes Box observations"
+        )
+    bounded = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and (
+        action_space.shape[0] > 0 and np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()
+    )
+    if not bounded:
+        raise ConfigError(
+            f"action space {action_space} is not supported by {algorithm}: it takes a 1-D Box with finite bounds "
+            f"(its actions are squashed into them)"
+        )
+
+
+class BoxActions:
+    """The affine map between a bounded Box's env actions and the [-1, 1] range of a tanh actor."""
+
+    def __init__(self, action_space: gym.spaces.Box, device: torch.device) -> None:
+        low = torch.as_tensor(action_space.low, dtype=torch.float32, device=device)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32, device=device)
+        self.center, self.half = (high + low) / 2, (high - low) / 2
+        self.center_np, self.half_np = self.center.cpu().numpy(), self.half.cpu().numpy()  # for numpy acting
+
+    def to_unit(self, action: torch.Tensor) -> torch.Tensor:
+        """Env actions (as stored in the replay) -> [-1, 1]."""
+        return (action - self.center) / self.half
+
+    def to_env(self, unit: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
+        """[-1, 1] -> env actions, a tensor (traceable: used by ``deterministic_action``) or a numpy array."""
+        if isinstance(unit, np.ndarray):
+            return self.center_np + self.half_np * unit
+        return self.center + self.half * unit

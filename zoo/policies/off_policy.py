@@ -51,6 +51,7 @@ import torch
 from easydict import EasyDict
 from torch import nn
 
+from ..accel.auto_compile import AutoDecision
 from ..accel.compiled import COMPILE_FIELD, CompiledStep, resolve_compile
 from ..accel.flat_views import FlatModules
 from ..accel.matmul import fp32_products
@@ -58,8 +59,9 @@ from ..accel.precision import PRECISIONS, learning_precision, resolve_precision
 from ..accel.replay_storage import ReplayStorage
 from ..config.schema import Field
 from ..data import ReplayBuffer
-from ..errors import ConfigError
 from .base import CollectOutput, LearnContext, Policy
+from .continuous_networks import BoxActions as BoxActions  # noqa: F401  (importable here, where it was)
+from .continuous_networks import check_bounded_box as check_bounded_box  # noqa: F401
 
 # The keys every actor-critic of the family (SAC, SAC-ACE, TD3) declares alike; each extends or re-defaults them.
 ACTOR_CRITIC_FIELDS: dict[str, Field] = {
@@ -94,43 +96,6 @@ def soft_update(target: nn.Module | torch.Tensor, source: nn.Module | torch.Tens
                 dst.copy_(src)
             else:
                 dst.lerp_(src, tau)
-
-
-def check_bounded_box(algorithm: str, observation_space: gym.Space, action_space: gym.Space) -> None:
-    """Raise ``ConfigError`` unless the observations are a Box and the actions a 1-D Box with finite bounds (the
-    spaces of a tanh-squashed actor)."""
-    if not isinstance(observation_space, gym.spaces.Box) or observation_space.shape is None:
-        raise ConfigError(
-            f"observation space {observation_space} is not supported by {algorithm}: it takes Box observations"
-        )
-    bounded = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1 and (
-        action_space.shape[0] > 0 and np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()
-    )
-    if not bounded:
-        raise ConfigError(
-            f"action space {action_space} is not supported by {algorithm}: it takes a 1-D Box with finite bounds "
-            f"(its actions are squashed into them)"
-        )
-
-
-class BoxActions:
-    """The affine map between a bounded Box's env actions and the [-1, 1] range of a tanh actor."""
-
-    def __init__(self, action_space: gym.spaces.Box, device: torch.device) -> None:
-        low = torch.as_tensor(action_space.low, dtype=torch.float32, device=device)
-        high = torch.as_tensor(action_space.high, dtype=torch.float32, device=device)
-        self.center, self.half = (high + low) / 2, (high - low) / 2
-        self.center_np, self.half_np = self.center.cpu().numpy(), self.half.cpu().numpy()  # for numpy acting
-
-    def to_unit(self, action: torch.Tensor) -> torch.Tensor:
-        """Env actions (as stored in the replay) -> [-1, 1]."""
-        return (action - self.center) / self.half
-
-    def to_env(self, unit: torch.Tensor | np.ndarray) -> torch.Tensor | np.ndarray:
-        """[-1, 1] -> env actions, a tensor (traceable: used by ``deterministic_action``) or a numpy array."""
-        if isinstance(unit, np.ndarray):
-            return self.center_np + self.half_np * unit
-        return self.center + self.half * unit
 
 
 class CurrentCadences(Mapping):
@@ -186,6 +151,10 @@ class OffPolicyPolicy(Policy):
         self.compiled_step: CompiledStep | None = None
         self.compiled_acting: CompiledStep | None = None  # explore_action compiled with the step
         self.compile_reason = "not planned yet"
+        # auto, deciding from the first eager updates (zoo.accel.auto_compile); then whether it compiled (None: not
+        # decided that way), which the state keeps so that a resume decides alike
+        self._auto: AutoDecision | None = None
+        self.compile_decision: bool | None = None
         # what the compiled step sees as views of flat buffers: the declared networks' (zoo.policies.state)
         self.flat_modules = FlatModules(lambda: self.learner_state.flat_networks())
 
@@ -211,17 +180,29 @@ class OffPolicyPolicy(Policy):
 
     def plan_learning(self, updates: int | None) -> None:
         """Called by the pipeline once it knows how many gradient updates the run plans (None: unknown): decides
-        ``policy.compile`` (``auto``: on when the compile pays; see ``zoo.policies.compiled``)."""
+        ``policy.compile``; ``auto`` where it may pay (``zoo.accel.compiled``) from the first updates' cost here
+        (``zoo.accel.auto_compile``)."""
         requested = self.cfg.get("compile", "off")
         compile_step, self.compile_reason = resolve_compile(requested, self.compilable, updates, self.device,
                                                             type(self).__name__)
-        name, required = type(self).__name__, requested == "on"
+        self._auto = None
+        if compile_step and requested == "auto" and updates is not None and self.compile_decision is None:
+            graphs = 2 ** sum(interval > 1 for interval in self.cadences().values())
+            self._auto = AutoDecision(f"{type(self).__name__}'s learning step", updates, graphs)
+            self.compile_reason = "auto: deciding from the cost of the first updates here"
+            return
+        self._build_compiled(compile_step and self.compile_decision is not False, requested == "on")
+
+    def _build_compiled(self, compile_step: bool, required: bool) -> None:
+        name = type(self).__name__
         self.compiled_step = CompiledStep(self._viewed_learning_step, f"{name}'s learning step", required,
                                           self.device, self.state_tensors,
                                           eager=self.learning_step) if compile_step else None
         acting = compile_step and type(self).explore_action is not OffPolicyPolicy.explore_action
         self.compiled_acting = CompiledStep(self.explore_action, f"{name}'s acting", required, self.device,
                                             self.state_tensors, gradients=False) if acting else None
+        if self.compiled_step is not None:
+            self.flat_modules.refresh()  # built in the middle of a learn call too (auto's decision)
 
     def state_tensors(self) -> Iterator[torch.Tensor]:
         """Every tensor the learning step reads or writes in place (what a captured CUDA graph keeps the addresses
@@ -354,6 +335,8 @@ class OffPolicyPolicy(Policy):
                     metrics = self.update(drawn["minibatch"], ctx)
             elif self.compiled_step is not None:
                 metrics = self.compiled_step(tuple(self.due.values()), storage, drawn, ctx)
+            elif self._auto is not None:
+                metrics = self._timed_step(storage, drawn, ctx)
             else:
                 metrics = self.learning_step(storage, drawn, ctx)
             self.after_update()
@@ -362,6 +345,21 @@ class OffPolicyPolicy(Policy):
         self.due = CurrentCadences(self)
         metrics = {key: values[0] if len(values) == 1 else sum(values) / len(values) for key, values in totals.items()}
         metrics.update(self.learn_metrics())
+        return metrics
+
+    def _timed_step(self, storage: dict[str, torch.Tensor], drawn: dict[str, torch.Tensor],
+                    ctx: LearnContext) -> dict[str, Any]:
+        """An eager update timed for ``auto``'s decision, which is taken once enough are (the compiled step is built
+        then, and runs from the next update on)."""
+        auto = self._auto
+        assert auto is not None
+        auto.start()
+        metrics = self.learning_step(storage, drawn, ctx)
+        auto.stop()
+        if auto.ready:
+            self.compile_decision, self.compile_reason = auto.decide(self.updates)
+            self._auto = None
+            self._build_compiled(self.compile_decision, False)
         return metrics
 
     def prepare_learning(self, replay: ReplayBuffer, ctx: LearnContext) -> None:
@@ -398,9 +396,17 @@ class OffPolicyPolicy(Policy):
     def state_dict(self) -> dict[str, Any]:
         """The update counter and every declared part's state; a subclass that keeps state outside the declaration
         adds it to this."""
-        return {"updates": self.updates, **self.learner_state.state_dict()}
+        state = {"updates": self.updates, **self.learner_state.state_dict()}
+        if self.compile_decision is not None:  # auto's, kept: a resume decides alike
+            state["compile_decision"] = self.compile_decision
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict`` output (an acting-only policy reads its acting parts and ignores the learner's)."""
         self.updates = int(state["updates"])
         self.learner_state.load_state_dict(state)
+        decision = state.get("compile_decision")
+        if decision is not None and self._auto is not None:  # planned under auto, decided before the checkpoint
+            self.compile_decision, self._auto = bool(decision), None
+            self.compile_reason = f"auto: {'compiled' if decision else 'eager'}, as decided before the resume"
+            self._build_compiled(self.compile_decision, False)

@@ -29,8 +29,8 @@ from ..errors import ConfigError
 from ..rl_utils import HLGauss, tanh_log_det_jacobian
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .continuous_networks import INITS, EnsembleQ, SquashedGaussianActor
-from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
+from .continuous_networks import INITS, BoxActions, EnsembleQ, SquashedGaussianActor, check_bounded_box
+from .off_policy import ACTOR_CRITIC_FIELDS, OffPolicyPolicy, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)

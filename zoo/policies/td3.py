@@ -28,8 +28,8 @@ from easydict import EasyDict
 from ..config.schema import Field
 from ..sizes import check_parameter_memory
 from .base import ActingGraph, LearnContext
-from .continuous_networks import DeterministicActor, EnsembleQ, clip, normal_like
-from .off_policy import ACTOR_CRITIC_FIELDS, BoxActions, OffPolicyPolicy, check_bounded_box, soft_update
+from .continuous_networks import BoxActions, DeterministicActor, EnsembleQ, check_bounded_box, clip, normal_like
+from .off_policy import ACTOR_CRITIC_FIELDS, OffPolicyPolicy, soft_update
 from .optim import FlatOptimizer, flatten_parameters
 
 
