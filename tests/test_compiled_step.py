@@ -480,3 +480,31 @@ def test_auto_without_a_plan_compiles_at_once_and_too_few_updates_never(compiler
     assert policy._auto is None and policy.compiled_step is not None
     policy.plan_learning(AUTO_MIN_UPDATES - 1)
     assert policy._auto is None and policy.compiled_step is None
+
+
+@pytest.mark.parametrize("policy", ["sac", "ppo"])
+def test_zoo_run_with_an_unusable_cache_trains_eager_under_auto_and_on_refuses_in_one_line(tmp_path, capsys, policy,
+                                                                                            compiler_present):
+    from zoo.cli import main
+
+    cache = tmp_path / "cache"
+    cache.write_text("a file where the folder should be")
+    env = "Pendulum-v1"
+    sets = ["--set", f"accel.inductor_cache={cache}", "--set", f"runs_dir={tmp_path}", "--set", f"policy.type={policy}",
+            "--set", f"env.id={env}", "--set", "policy.hidden_sizes=[8]", "--set", "pipeline.eval_every=0"]
+    if policy == "sac":
+        sets += ["--set", "pipeline.learning_starts=50", "--set", "pipeline.steps_per_iteration=50",
+                 "--set", "pipeline.max_env_steps=100", "--set", "pipeline.buffer_size=200", "--set",
+                 "policy.batch_size=8"]
+    else:
+        sets += ["--set", "pipeline.rollout_steps=32", "--set", "pipeline.num_envs=2", "--set",
+                 "pipeline.max_env_steps=128", "--set", "policy.minibatch_size=32", "--set", "policy.epochs=1"]
+    config = tmp_path / "c.py"
+    config.write_text("config = dict()\n")
+    assert main(["run", "--config", str(config), "-q", "--exp-name", "auto", *sets]) == 0
+    (session,) = json.loads((tmp_path / "auto" / "environment.json").read_text())["sessions"]
+    assert session["compile"] is False and "inductor's cache folder" in session["compile_reason"]
+    capsys.readouterr()
+    code = main(["run", "--config", str(config), "-q", "--exp-name", "on", *sets, "--set", "policy.compile=on"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("zoo: error: policy.compile=on, but inductor's cache")
