@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 import torch
@@ -28,6 +29,23 @@ def _zoo_logger_as_found():
     logger.setLevel(found[0])
     logger.handlers[:] = found[1]
     logger.propagate = found[2]
+
+
+@pytest.fixture(autouse=True)
+def _accel_settings_as_found():
+    """``main(["run", ...])`` in this process takes the run's ``accel`` section for the process (as ``zoo run`` does):
+    every test gets the settings and inductor's cache folder the previous one found (a run given an unusable cache
+    folder broke every compile after it on the same pytest worker)."""
+    from zoo.accel import settings
+
+    found = (settings.settings(), os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
+    yield
+    if settings.settings() != found[0]:
+        settings.configure(vars(found[0]))
+    if found[1] is None:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = found[1]
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 from pathlib import Path
 
 import gymnasium as gym
@@ -386,6 +387,29 @@ def test_the_inductor_cache_is_one_folder_per_cpu_kind_unless_one_is_named(monke
         assert settings.inductor_cache_dir() == tmp_path / "named"
     finally:
         settings.configure(None)
+
+
+def test_a_runs_named_cache_folder_does_not_outlive_it_and_the_users_own_is_kept(monkeypatch, tmp_path):
+    """zoo points TORCHINDUCTOR_CACHE_DIR at its cache folder: that value is never read back as the user's setting
+    (the next run in this process, with no accel.inductor_cache, went on using the last run's folder)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(settings, "_compiler_prepared", True)  # as after a compiled step in this process
+    for users in [None, str(tmp_path / "users")]:
+        monkeypatch.setattr(settings, "_written_cache_env", None)
+        if users is None:
+            monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+        else:
+            monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", users)
+        own = Path(users) if users else tmp_path / "zoo" / "inductor" / settings.cpu_kind()
+        try:
+            settings.configure({"inductor_cache": str(tmp_path / "runs")})
+            assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "runs") == str(settings.inductor_cache_dir())
+            settings.configure(None)
+            assert settings.inductor_cache_dir() == own and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(own)
+            settings.configure(None)  # and again: zoo's own write of the user's value still reads as the user's
+            assert settings.inductor_cache_dir() == own
+        finally:
+            settings.configure(None)
 
 
 @pytest.mark.parametrize("fault", ["a file", "under /proc", "refused"])

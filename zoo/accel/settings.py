@@ -39,6 +39,19 @@ class Settings:
 
 _settings = Settings()
 _compiler_prepared = False
+# TORCHINDUCTOR_CACHE_DIR as the user set it before zoo first pointed it at its cache, and what zoo set it to: zoo's own
+# value is never read back as the user's (a run's accel.inductor_cache would outlive it in this process)
+_user_cache_env: str | None = None
+_written_cache_env: str | None = None
+
+
+def _point_inductor_at_cache() -> None:
+    global _user_cache_env, _written_cache_env
+    folder = str(inductor_cache_dir())
+    if _written_cache_env is None:
+        _user_cache_env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    _written_cache_env = folder
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
 
 
 def configure(section: Mapping[str, Any] | None) -> Settings:
@@ -51,7 +64,7 @@ def configure(section: Mapping[str, Any] | None) -> Settings:
 
     matmul.set_fp32_products(_settings.fp32_products)
     if _compiler_prepared:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
+        _point_inductor_at_cache()
     return _settings
 
 
@@ -67,7 +80,10 @@ def inductor_cache_dir() -> Path:
     repeated or resumed run on this machine finds them."""
     if _settings.inductor_cache:
         return Path(_settings.inductor_cache).expanduser()
-    configured = torch_internals.cache_dir_from_environment()
+    value = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if _written_cache_env is not None and value == _written_cache_env:
+        value = _user_cache_env
+    configured = torch_internals.cache_dir_from_environment(value)
     if configured:
         return Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -106,7 +122,7 @@ def prepare_compiler() -> None:
     global _compiler_prepared
     if _compiler_prepared:
         return
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache_dir())
+    _point_inductor_at_cache()
     torch_internals.configure_dynamo()
     from . import matmul
 

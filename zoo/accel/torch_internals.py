@@ -123,9 +123,9 @@ def register_onednn_lowering(op: Any, dense: Callable[[tuple[int, int], tuple[in
     return None
 
 
-def cache_dir_from_environment() -> str | None:
-    """``TORCHINDUCTOR_CACHE_DIR`` where it is set to other than inductor's own default, else None."""
-    configured = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+def cache_dir_from_environment(configured: str | None) -> str | None:
+    """``configured`` (a ``TORCHINDUCTOR_CACHE_DIR`` value) where it is set to other than inductor's own default, else
+    None."""
     if not configured:
         return None
     default = inductor_default_cache_dir()
