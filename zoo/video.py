@@ -59,6 +59,7 @@ def record_episodes(
             obs, _ = env.reset(seed=seed + episode)
             frames = [_frame(env, env_id)]
             total, steps, done = 0.0, 0, False
+            memory = None  # a recurrent policy's, from the episode's start
             while not done:
                 if steps >= step_limit:
                     raise ZooError(f"--video: an episode of '{env_id}' did not end within {step_limit} steps: "
@@ -67,7 +68,10 @@ def record_episodes(
                 if normalize_obs is not None:
                     array = normalize_obs(array)
                 tensor = torch.as_tensor(np.asarray(array, dtype=np.float32), device=policy.device)
-                action = policy.evaluate(tensor) if deterministic else policy.collect(tensor).action
+                if getattr(policy, "recurrent", False):
+                    action, memory = policy.act_with_memory(tensor, memory, None, deterministic)
+                else:
+                    action = policy.evaluate(tensor) if deterministic else policy.collect(tensor).action
                 obs, reward, terminated, truncated, _ = env.step(action[0])
                 total += float(reward)
                 steps += 1

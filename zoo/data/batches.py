@@ -45,6 +45,10 @@ class Rollout:
         extras: ``(T, B, ...)`` tensors by name: whatever the policy returned with its actions (log-probs,
             values, behaviour-policy outputs...), plus what the policy's ``process_rollout`` adds (advantages,
             returns). Nothing in it is required by the pipeline.
+        episode_start, memory: a recurrent policy's only (else None), ``T + 1`` rows, the last one of ``last_obs``:
+            whether each observation starts an episode (``episode_start[t] = not valid[t - 1]``), and the policy's
+            memory just before reading it (already zeroed where an episode starts), ``(T + 1, B, *memory_shape)``.
+            ``sequences`` cuts them into chunks (``zoo.policies.recurrent``).
     """
 
     obs: torch.Tensor
@@ -55,6 +59,8 @@ class Rollout:
     valid: torch.Tensor
     last_obs: torch.Tensor
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    episode_start: torch.Tensor | None = None
+    memory: torch.Tensor | None = None
 
     @property
     def steps(self) -> int:
@@ -71,14 +77,15 @@ class Rollout:
         device = torch.device(device)
         if self.obs.device == device and all(x.device == device for x in self.extras.values()):
             return self
-        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self) if f.name != "extras"}
+        moved = {f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
+                 for f in fields(self) if f.name != "extras"}
         return Rollout(**moved, extras={name: x.to(device) for name, x in self.extras.items()})
 
     def with_extras(self, **extras: torch.Tensor) -> Rollout:
         """A new rollout with ``extras`` added to (or replacing) this one's; this rollout is not modified."""
         # Not dataclasses.replace: this takes a fifth of its time.
         return type(self)(self.obs, self.action, self.reward, self.terminated, self.truncated, self.valid,
-                          self.last_obs, {**self.extras, **extras})
+                          self.last_obs, {**self.extras, **extras}, self.episode_start, self.memory)
 
     def valid_samples(self) -> Samples:
         """Every per-step field and extra flattened to ``(N, ...)``, autoreset steps (``valid = False``) dropped.
@@ -92,6 +99,28 @@ class Rollout:
         if bool(valid.all()):
             return Samples({name: x.flatten(0, 1) for name, x in per_step.items()})
         return Samples({name: x.flatten(0, 1)[valid] for name, x in per_step.items()})
+
+    def sequences(self, length: int) -> Samples:
+        """A recurrent policy's learning columns: env-contiguous chunks of ``length`` steps, chunk-major
+        ``(C, length, ...)`` with ``C = B * T / length`` (chunk ``j`` of sub-env ``b`` at row ``j * B + b``), of every
+        per-step field and extra, ``valid`` and ``episode_start``, plus ``memory`` ``(C, *memory_shape)``: the memory
+        at each chunk's first step, as the acting loop had it. ``length`` must divide T: no padding."""
+        if self.memory is None or self.episode_start is None:
+            raise ValueError("this rollout holds no memory: it was not collected by a recurrent policy")
+        steps, envs = self.steps, self.num_envs
+        if length < 1 or steps % length:
+            raise ValueError(f"sequences of {length} steps do not divide a rollout of {steps} steps")
+        count = steps // length
+
+        def chunked(x: torch.Tensor) -> torch.Tensor:
+            return x[:steps].reshape(count, length, envs, *x.shape[2:]).transpose(1, 2).flatten(0, 1)
+
+        per_step = {"obs": self.obs, "action": self.action, "reward": self.reward, "terminated": self.terminated,
+                    "truncated": self.truncated, "valid": self.valid, "episode_start": self.episode_start,
+                    **self.extras}
+        columns = Samples({name: chunked(x) for name, x in per_step.items()})
+        columns["memory"] = self.memory[:steps:length].flatten(0, 1)
+        return columns
 
     def to_unroll(self, policy_version: int) -> Unroll:
         """This rollout as an ``Unroll`` (observations ``(T + 1, B)``), e.g. for an actor that ships it."""

@@ -90,6 +90,10 @@ class VectorCollector:
         self._attach(venv)
         self.obs: np.ndarray | None = None
         self.pending_reset = np.zeros(num_envs, dtype=bool)
+        # A recurrent policy's memory of each env (None: episodes starting) and whether the next observation starts
+        # an episode (its memory zeroed first): the step before it was an autoreset step (zoo.policies.memory).
+        self.memory: torch.Tensor | None = None
+        self.episode_start = np.ones(num_envs, dtype=bool)
         self.resets = 0
         self._unsaved_reported = False
         self._uncaptured: str | None = None  # the layer zoo cannot capture, at the last snapshot
@@ -140,6 +144,7 @@ class VectorCollector:
             seed = self.seed if self.resets == 0 else derive_seed(self.seed, self.resets)
             self.obs, _ = self.venv.reset(seed=seed)
             self.pending_reset = np.zeros(self.num_envs, dtype=bool)
+            self.memory, self.episode_start = None, np.ones(self.num_envs, dtype=bool)
             self.resets += 1
 
     def rollout(self, policy: Policy, steps: int) -> Rollout:
@@ -154,11 +159,22 @@ class VectorCollector:
         reward = np.empty((steps, envs), dtype=np.float64)  # as the env gave them (episode returns), float32 below
         terminated = np.empty((steps, envs), dtype=bool)
         truncated = np.empty((steps, envs), dtype=bool)
-        actor = policy.rollout_actor(steps, envs)
+        recurrent = getattr(policy, "recurrent", False)
+        actor = policy.memory_actor(steps, envs, self.memory) if recurrent else policy.rollout_actor(steps, envs)
         act, step = actor.act, self.venv.step
-        for t, row in enumerate(obs_np):
-            row[...] = obs
-            obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row))
+        if recurrent:  # starts[t]: observation t begins an episode (step t - 1 was an autoreset step)
+            starts = np.empty((steps + 1, envs), dtype=bool)
+            starts[0] = self.episode_start
+            starts[1:2] = pending
+            for t, row in enumerate(obs_np):
+                row[...] = obs
+                obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row, starts[t]))
+                if t + 2 <= steps:
+                    np.logical_or(terminated[t], truncated[t], out=starts[t + 2])
+        else:
+            for t, row in enumerate(obs_np):
+                row[...] = obs
+                obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row))
         action, extras = actor.finish()
         # A step is valid unless its sub-env autoreset at it: it ended at the step before (or before this rollout).
         ended = terminated | truncated
@@ -171,6 +187,11 @@ class VectorCollector:
             terminated=torch.from_numpy(terminated), truncated=torch.from_numpy(truncated),
             valid=torch.from_numpy(valid), last_obs=_float32(obs), extras=extras,
         )
+        if recurrent:  # the memory before every observation, the last one's included (zeroed where it starts one)
+            self.memory, self.episode_start = actor.memory, starts[-1].copy()
+            last = actor.memory * torch.from_numpy(~starts[-1]).to(actor.memory)[:, None, None]
+            rollout.episode_start = torch.from_numpy(starts)
+            rollout.memory = torch.stack([*actor.memories, last]).to(rollout.obs.device)
         return rollout if policy.device.type == "cpu" else rollout.to(policy.device)
 
     def transitions(self, policy: Policy | None, steps: int) -> Transitions:
@@ -235,7 +256,7 @@ class VectorCollector:
         if self.reward_normalizer is not None and mark["reward_normalizer"] is not None:
             self.reward_normalizer.load_state_dict(mark["reward_normalizer"])
         self.stats.pop_finished()  # episodes of the abandoned collection: counted nowhere
-        self.obs = None
+        self.obs, self.memory = None, None
         self._episodes_lost = True
 
     # -- state --------------------------------------------------------------------------------------------
@@ -276,6 +297,8 @@ class VectorCollector:
             "resets": self.resets,
             "interrupted": self._episodes_lost,
             "uncaptured": self._uncaptured,
+            "memory": None if self.memory is None else self.memory.detach().cpu().clone(),
+            "episode_start": self.episode_start.copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -291,6 +314,9 @@ class VectorCollector:
         self.resets = int(state["resets"])
         self.obs = None
         why = self._restore_envs(state["env"]) if state["env"] is not None else self._why_no_snapshot(state)
+        if why is None and self.obs is not None:  # the episodes go on: so does each env's memory
+            self.memory = state.get("memory")
+            self.episode_start = np.asarray(state.get("episode_start", np.ones(self.num_envs, dtype=bool)))
         if why is not None and self.resets:  # episodes were in progress when the checkpoint was taken
             self._unsaved_reported = True  # said now: not again when this process saves
             self._warn(f"the checkpoint holds no usable snapshot of the envs of '{self.env_id}' ({why}): they start "

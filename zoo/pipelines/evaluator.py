@@ -50,6 +50,8 @@ def evaluate_policy(
             total = np.zeros(count)
             running = np.ones(count, dtype=bool)
             steps = 0
+            memory = None  # a recurrent policy's: every env plays one episode, from its start
+            recurrent = getattr(policy, "recurrent", False)
             while running.any():
                 if steps >= step_limit:
                     raise ZooError(
@@ -58,7 +60,10 @@ def evaluate_policy(
                     )
                 obs_array = np.asarray(obs, dtype=np.float32) if normalize_obs is None else normalize_obs(obs)
                 obs_tensor = torch.as_tensor(obs_array, device=policy.device)
-                action = policy.evaluate(obs_tensor) if deterministic else policy.collect(obs_tensor).action
+                if recurrent:
+                    action, memory = policy.act_with_memory(obs_tensor, memory, None, deterministic)
+                else:
+                    action = policy.evaluate(obs_tensor) if deterministic else policy.collect(obs_tensor).action
                 obs, reward, terminated, truncated, _ = venv.step(action)
                 total += np.where(running, reward, 0.0)
                 running &= ~(terminated | truncated)

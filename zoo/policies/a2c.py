@@ -37,7 +37,7 @@ class A2CPolicy(ActorCriticPolicy):
         """The rollout's one update, in order: the forward pass, rl_utils' A2C loss (on advantages normalised where
         configured), the optimiser step."""
         cfg = self.cfg
-        output, value = self.model(batch["obs"])
+        output, value = self.forward_batch(batch)
         action, advantage, returns = batch["action"], batch["advantage"], batch["returns"]
         if self.nvec is not None:
             loss = a2c_error_multi_discrete(a2c_data(self.unpack_policy_output(output), action, value, advantage,

@@ -45,9 +45,11 @@ from ..rl_utils import (
 from ..sizes import check_parameter_memory
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .gsde import StateDependentNoise
+from .memory import MemoryLearning
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
 from .onpolicy import OnPolicyLearning, advantage_moments, normalize_advantage, normalize_with
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
+from .recurrent import RECURRENT_KINDS, RecurrentActorCritic
 
 __all__ = ["ActorCriticPolicy", "advantage_moments", "normalize_advantage", "normalize_with"]
 
@@ -64,7 +66,7 @@ def _gae_flags(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
     return done, done | rollout.truncated
 
 
-class ActorCriticPolicy(OnPolicyLearning, Policy):
+class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
     """Base of on-policy actor-critic policies for Box observations (vectors or images) and Discrete or 1-D Box
     actions; MultiDiscrete and MultiBinary actions too for subclasses that set ``multi_discrete_actions``.
 
@@ -86,6 +88,8 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
     numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete", "gaussian")
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
+    # Whether this learner takes ``policy.recurrent`` (zoo.policies.memory: its update reads ``forward_batch``).
+    takes_memory: ClassVar[bool] = True
     # The learner state (zoo.policies.state): the networks and gSDE's exploration matrices act; the optimiser learns.
     acting_parts: ClassVar[tuple[str, ...]] = ("model", "sde_noise")
     learning_parts: ClassVar[tuple[str, ...]] = ("optimizer",)
@@ -115,6 +119,13 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
         "full_std": Field(True, "gSDE: a std per latent feature and action dimension (False: per latent feature)",
                           frozen=True),
         "ortho_init": Field(True, "orthogonal initialisation of the layers (False: torch's default)", frozen=True),
+        "recurrent": Field("none", "memory: a recurrent core after the encoder (none, lstm, gru; "
+                           "zoo.policies.recurrent)", choices=RECURRENT_KINDS, frozen=True),
+        "recurrent_size": Field(64, "recurrent core: hidden units per layer", range=(1, 100_000), frozen=True),
+        "recurrent_layers": Field(1, "recurrent core: stacked layers", range=(1, 16), frozen=True),
+        "recurrent_shared": Field(False, "recurrent core: one for actor and critic (else one each)", frozen=True),
+        "sequence_length": Field(16, "recurrent core: steps per learning chunk (must divide pipeline.rollout_steps; "
+                                 "a minibatch is minibatch_size // sequence_length chunks)", range=(1, None)),
     }
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -161,15 +172,26 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
         check_parameter_memory("policy.hidden_sizes", [obs_dim, *hidden], trunks, out_dim, not acting_only)
         if cfg.get("use_sde", False) and not isinstance(action_space, gym.spaces.Box):
             raise ConfigError(f"policy.use_sde needs Box actions, not {action_space}: set policy.use_sde=false")
-        self.model = ActorCritic(
-            observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std, encoder,
-            sde=bool(cfg.get("use_sde", False)), full_std=bool(cfg.get("full_std", True)),
-            ortho_init=bool(cfg.get("ortho_init", True)),
-        ).to(self.device)
+        if self.recurrent:
+            if not self.takes_memory:
+                raise ConfigError(f"{type(self).__name__} does not take policy.recurrent yet: set policy.recurrent="
+                                  f"none, or use ppo, a2c or dppo")
+            if cfg.get("use_sde", False):
+                raise ConfigError("policy.use_sde does not combine with policy.recurrent: set one of them off")
+            self.model = RecurrentActorCritic(
+                observation_space, action_space, hidden, cfg.activation, cfg.recurrent, int(cfg.recurrent_size),
+                int(cfg.recurrent_layers), bool(cfg.recurrent_shared), cfg.shared_network, cfg.init_log_std, encoder,
+                bool(cfg.get("ortho_init", True))).to(self.device)
+        else:
+            self.model = ActorCritic(
+                observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std,
+                encoder, sde=bool(cfg.get("use_sde", False)), full_std=bool(cfg.get("full_std", True)),
+                ortho_init=bool(cfg.get("ortho_init", True)),
+            ).to(self.device)
         self.discrete = self.model.discrete
         self.nvec = self.model.nvec
         self.sde_noise = StateDependentNoise(cfg.get("sde_sample_freq", -1)) if self.model.sde else None
-        self._numpy = NumpyActing(self.model)  # used where numpy_acting_applies()
+        self._numpy = None if self.recurrent else NumpyActing(self.model)  # used where numpy_acting_applies()
         # Integer actions: the env's own offsets (gymnasium's ``start``) and dtype, in the env's shape.
         start = getattr(action_space, "start", None)
         self._action_start = None if start is None or not np.any(start) else np.asarray(start)
@@ -207,10 +229,21 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
         This is the reference: small CPU models act for whole rollouts in numpy (``rollout_actor``), sampling with
         the same torch draws, so a seed gives the same actions either way.
         """
+        if self.recurrent:
+            raise ConfigError(f"{type(self).__name__} has memory (policy.recurrent={self.cfg.recurrent}): it acts "
+                              f"through memory_actor and act_with_memory, not collect")
         if self.sde_noise is not None:  # gSDE: noise linear in the latent features, one matrix per sub-env
             output, latent = self.model.policy_and_latent(obs)
+            noise = self.sde_noise.noise(latent, self.model.sde_std())
         else:
-            output = self.model.policy_output(obs)
+            output, noise = self.model.policy_output(obs), None
+        action, packed = self.sample_output(output, noise)
+        return CollectOutput(self._env_action(action), action, {"policy_output": packed})
+
+    def sample_output(self, output: torch.Tensor | dict[str, torch.Tensor],
+                      noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A raw action sampled from a policy output and the output packed for the rollout (``collect``'s draws;
+        ``noise``: gSDE's, else Gaussian noise is drawn here)."""
         if self.nvec is not None:
             logits = multi_categorical_logits(output, self.nvec)  # (B, K, N), -inf beyond each component's size
             action = (logits - torch.empty_like(logits).exponential_().log()).argmax(-1)
@@ -220,17 +253,19 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)
             packed = output
         else:
-            noise = (self.sde_noise.noise(latent, self.model.sde_std()) if self.sde_noise is not None
-                     else output["sigma"] * torch.randn_like(output["mu"]))
+            if noise is None:
+                noise = output["sigma"] * torch.randn_like(output["mu"])
             action = output["mu"] + noise
             packed = torch.cat([output["mu"], output["sigma"]], -1)
-        return CollectOutput(self._env_action(action), action, {"policy_output": packed})
+        return action, packed
 
     def numpy_acting_applies(self) -> bool:
         """Whether whole rollouts are acted and valued in numpy (``zoo.accel.numpy_acting``): the config's
         ``numpy_acting`` is on and the model is a float32 MLP on the CPU (no encoder) with Discrete or Box actions
         (not MultiDiscrete or MultiBinary). Asked at every rollout, so a model moved or cast since construction
         falls back to torch."""
+        if self.recurrent:
+            return False
         weight = self.model.policy_head.weight
         return (bool(self.cfg.get("numpy_acting", True)) and self.model.encoder is None and self.nvec is None
                 and weight.device.type == "cpu" and weight.dtype == torch.float32)
@@ -238,6 +273,8 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
     def rollout_actor(self, steps: int, num_envs: int) -> RolloutActor:
         """``zoo.accel.numpy_acting.NumpyRolloutActor`` where ``numpy_acting_applies`` and it samples as this class's
         ``collect`` does (``numpy_rollout_actions``); else the default actor, which calls ``collect`` every step."""
+        if self.recurrent:
+            raise ConfigError(f"{type(self).__name__} has memory: the collector acts through memory_actor")
         kind = "discrete" if self.discrete else "gaussian"
         if self.sde_noise is not None:  # gSDE acts through collect; new matrices per rollout (sde_sample_freq -1)
             self.sde_noise.start_rollout(self.model.sde_std(), num_envs)
@@ -285,7 +322,14 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The mode's env actions as a tensor (what ``evaluate`` returns; traceable, for ``zoo export``)."""
+        if self.recurrent:
+            raise ConfigError(f"{type(self).__name__} has memory: act with act_with_memory(obs, memory)")
         return self._mode_to_env(self.model.policy_output(obs))
+
+    def export_module(self) -> torch.nn.Module | None:
+        """``ActingGraph(self)``; None for a policy with memory (its export with the memory as input and output is
+        not written yet)."""
+        return None if self.recurrent else super().export_module()
 
     def _mode_to_env(self, output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
         """The env actions of the mode of a policy output: the argmax or the mean, through ``_to_env_tensor``."""
@@ -325,7 +369,10 @@ class ActorCriticPolicy(OnPolicyLearning, Policy):
         """
         extras = {}
         value = rollout.extras.get("value")
-        if value is None:  # one batched pass over the rollout and its last observations (weights unchanged since)
+        if self.recurrent:  # the values the acting loop took with each env's memory, and the last observations'
+            value, last = self.process_recurrent(rollout)
+            next_value = torch.cat([value[1:], last.unsqueeze(0)])
+        elif value is None:  # one batched pass over the rollout and its last observations (weights unchanged since)
             both = self._rollout_values(rollout)
             value = extras["value"] = both[:-1]
             next_value = both[1:]

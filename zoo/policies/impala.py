@@ -25,6 +25,8 @@ from .onpolicy import ONPOLICY_COMPILE_FIELD
 class ImpalaPolicy(ActorCriticPolicy):
     """Actor-critic with V-trace targets for Discrete and Box actions (runs on ``parallel_async``)."""
 
+    takes_memory: ClassVar[bool] = False  # its actors and unrolls carry no memory yet
+
     pipelines: ClassVar[tuple[str, ...]] = ("parallel_async",)
     # Discrete actors act in numpy (zoo.policies.numpy_actor samples as ``collect`` does); Gaussian ones through
     # ``collect``, whose mean may be squashed into the bounds (``bound_mean``), which the numpy actor does not do.

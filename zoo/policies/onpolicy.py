@@ -218,6 +218,12 @@ class OnPolicyLearning:
         self.planned_samples = samples
         requested = self.cfg.get("compile", "off")
         name = type(self).__name__
+        if getattr(self, "recurrent", False) and requested != "off":  # zoo.policies.memory
+            if requested == "on":
+                raise ConfigError(f"policy.compile=on, but {name} has memory (policy.recurrent) and its update runs "
+                                  f"eager: set policy.compile=off or auto")
+            self.compiled_step, self.compile_reason = None, "auto: a recurrent policy's update runs eager"
+            return
         updates = None if calls is None else self.planned_updates(calls, samples)
         compile_step, self.compile_reason = resolve_onpolicy_compile(
             requested, self.compilable and not self.acting_only, updates, self.compile_auto_min_updates,

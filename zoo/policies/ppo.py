@@ -44,7 +44,7 @@ class PPOPolicy(ActorCriticPolicy):
         """One minibatch update, in order: the forward pass, rl_utils' clipped PPO loss (the advantages arrive
         normalised where configured; ``clip`` is the scheduled clip range), the optimiser step."""
         cfg = self.cfg
-        output, value_new = self.model(batch["obs"])
+        output, value_new = self.forward_batch(batch)
         old = self.unpack_policy_output(batch["policy_output"])
         if self.nvec is not None:  # one joint ratio over the K components
             output = self.unpack_policy_output(output)
@@ -63,17 +63,19 @@ class PPOPolicy(ActorCriticPolicy):
         return {"clip": max(cfg.clip_ratio * (1.0 - ctx.progress if cfg.anneal_clip else 1.0), 1e-8)}
 
     def minibatches(self, count: int, ctx: LearnContext) -> list[torch.Tensor | None]:
-        """``epochs`` passes over the samples in shuffled minibatches of ``minibatch_size``, every epoch's drawn
-        first; every learner runs the same number (data-parallel learners may hold different counts)."""
+        """``epochs`` passes over the samples (a recurrent policy's chunks) in shuffled minibatches of
+        ``minibatch_units()``, every epoch's drawn first; every learner runs the same number (data-parallel learners
+        may hold different counts)."""
         cfg = self.cfg
-        minibatches = ctx.min(math.ceil(count / cfg.minibatch_size))
+        size = self.minibatch_units()
+        minibatches = ctx.min(math.ceil(count / size))
         if minibatches == 0:
             return []
         epochs = []
         for _ in range(cfg.epochs):
             order = torch.randperm(count, device=self.device)
-            if minibatches * cfg.minibatch_size >= count:
-                epochs.extend(order.split(cfg.minibatch_size))
+            if minibatches * size >= count:
+                epochs.extend(order.split(size))
             else:
                 epochs.extend(order.tensor_split(minibatches))
         return epochs

@@ -136,19 +136,27 @@ class Agent:
         """The env's action space."""
         return self.policy.action_space
 
-    def predict(self, obs: Any, deterministic: bool = True) -> np.ndarray:
+    def predict(self, obs: Any, deterministic: bool = True, *, state: Any = None,
+                episode_start: Any = None) -> Any:
         """Action(s) for one observation or a batch ``(N, *obs_shape)``, as numpy.
 
         The run's observation normalisation (frozen training statistics) is applied first.
         ``deterministic=False`` samples from the policy instead of taking its mode. Where the env's observations
         are not a Box (Dict, Tuple, Discrete...), pass them as the env gives them (one, or a list of them): they
         are flattened as in training.
+
+        A policy with memory (``policy.recurrent``) returns ``(action, state)``: ``state`` is its memory after this
+        step, a float32 array ``(*memory_shape)`` for one observation, ``(N, *memory_shape)`` for a batch; pass it
+        back with the next observation (None: episodes starting). ``episode_start`` (a bool, or ``(N,)`` bools) marks
+        observations that begin an episode: their memory is zeroed first, as in training (after gymnasium's reset,
+        or a vector env's autoreset). A feed-forward policy ignores both and returns the action alone.
         """
         native = None if isinstance(obs, np.ndarray) and obs.dtype != object else self.native_observation_space
         if native is not None:
             if isinstance(obs, list):
-                return self.predict(np.stack([gym.spaces.flatten(native, one) for one in obs]), deterministic)
-            obs = gym.spaces.flatten(native, obs)
+                obs = np.stack([gym.spaces.flatten(native, one) for one in obs])
+            else:
+                obs = gym.spaces.flatten(native, obs)
         array = np.asarray(obs, dtype=np.float32)
         shape = tuple(self.observation_space.shape)
         single = array.shape == shape
@@ -159,6 +167,20 @@ class Agent:
         if self.normalize is not None:
             array = self.normalize(array)
         tensor = torch.as_tensor(array, device=self.policy.device)
+        if getattr(self.policy, "recurrent", False):
+            memory = None
+            if state is not None:
+                memory = torch.as_tensor(np.asarray(state, dtype=np.float32), device=self.policy.device)
+                memory = memory[None] if single else memory
+                expected = tuple(self.policy.initial_memory(len(array)).shape)
+                if tuple(memory.shape) != expected:
+                    wanted = expected[1:] if single else expected
+                    raise ValueError(f"state has shape {tuple(np.shape(state))}, expected {wanted} (the state this "
+                                     f"predict returned)")
+            starts = None if episode_start is None else np.asarray(episode_start, dtype=bool).reshape(len(array))
+            action, memory = self.policy.act_with_memory(tensor, memory, starts, deterministic)
+            memory_np = memory.cpu().numpy()
+            return (action[0], memory_np[0]) if single else (action, memory_np)
         action = self.policy.evaluate(tensor) if deterministic else self.policy.collect(tensor).action
         return action[0] if single else action
 

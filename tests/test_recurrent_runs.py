@@ -1,0 +1,105 @@
+"""Memory in whole runs: ``zoo run`` with lstm and gru (PPO, A2C, DPPO), a killed run resumed to the unbroken one's
+rows (the memory of every env in the checkpoint), evaluation, and ``zoo.load(run).predict(obs, state=...)``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import TIMINGS, metrics_rows
+from test_reliability import _killed
+
+import zoo
+from zoo.cli import main
+from zoo.envs import EnvSpec
+from zoo.pipelines.evaluator import evaluate_policy
+from zoo.run import train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+RUN = {
+    "exp_name": "m", "seed": 2, "env": {"id": "CartPoleNoVel-v1", "max_episode_steps": 30},
+    "policy": {"type": "ppo", "recurrent": "lstm", "recurrent_size": 8, "hidden_sizes": [8], "sequence_length": 4,
+               "minibatch_size": 16, "epochs": 2},
+    "pipeline": {"num_envs": 2, "rollout_steps": 8, "max_env_steps": 320, "eval_every": 10, "eval_episodes": 2,
+                 "checkpoint_every": 4, "normalize_obs": True},
+}
+
+
+def _run(tmp_path: Path, **changes) -> Path:
+    config = {**RUN, "runs_dir": str(tmp_path)}
+    for section, values in changes.items():
+        config[section] = {**config[section], **values}
+    if config["policy"]["type"] == "a2c":  # one update per rollout: no minibatches, no epochs
+        config["policy"] = {k: v for k, v in config["policy"].items() if k not in ("minibatch_size", "epochs")}
+    return Path(train(config)["run_dir"])
+
+
+@pytest.mark.parametrize("policy,kind", [("ppo", "gru"), ("a2c", "lstm"), ("a2c", "gru")])
+def test_zoo_run_trains_each_kind_and_records_finite_metrics(tmp_path, policy, kind):
+    run = _run(tmp_path, policy={"type": policy, "recurrent": kind})
+    rows = metrics_rows(run)
+    assert rows[-1]["env_steps"] == 320 and all(np.isfinite(row["policy_loss"]) for row in rows if "policy_loss" in row)
+
+
+def test_a_killed_recurrent_run_resumes_to_the_unbroken_runs_rows(tmp_path):
+    unbroken = _run(tmp_path / "a")
+    config = tmp_path / "b.py"
+    config.write_text(f"config = {({**RUN, 'runs_dir': str(tmp_path / 'b')})!r}\n")
+    _killed(tmp_path, "after:checkpoint.pt", 3, "run", "--config", str(config), "-q")  # mid-episode, memory held
+    assert main(["run", "--resume", str(tmp_path / "b" / "m"), "-q"]) == 0
+    assert metrics_rows(tmp_path / "b" / "m", TIMINGS) == metrics_rows(unbroken, TIMINGS)
+
+
+def test_predict_carries_the_state_and_episode_start_zeroes_it(tmp_path):
+    agent = zoo.load(_run(tmp_path))
+    env = EnvSpec("CartPoleNoVel-v1", {}, 30).make()
+    obs, _ = env.reset(seed=0)
+    action, state = agent.predict(obs)
+    assert state.shape == (2, 16) and state.dtype == np.float32 and np.any(state != 0)
+    carried, dropped = [], []
+    s_carried, s_dropped = state, None
+    for _ in range(12):
+        obs, _, terminated, truncated, _ = env.step(int(action))
+        if terminated or truncated:
+            break
+        action, s_carried = agent.predict(obs, state=s_carried)
+        carried.append(s_carried)
+        dropped.append(agent.predict(obs, state=s_dropped)[1])  # the state dropped between steps: another memory
+    assert not all(np.allclose(a, b) for a, b in zip(carried, dropped))
+    restarted = agent.predict(obs, state=s_carried, episode_start=True)
+    fresh = agent.predict(obs)
+    assert restarted[0] == fresh[0] and np.array_equal(restarted[1], fresh[1])
+    batch_action, batch_state = agent.predict(np.stack([obs, obs]), state=np.stack([s_carried, s_carried]),
+                                              episode_start=[False, True])
+    carried_on = agent.predict(obs, state=s_carried)[1]
+    assert np.array_equal(batch_state[1], fresh[1]) and np.allclose(batch_state[0], carried_on, atol=1e-6)
+    with pytest.raises(ValueError, match="state has shape"):
+        agent.predict(obs, state=np.zeros(3, np.float32))
+
+
+def test_evaluation_plays_each_episode_with_its_memory(tmp_path):
+    agent = zoo.load(_run(tmp_path))
+    spec = EnvSpec("CartPoleNoVel-v1", {}, 30)
+    returns = evaluate_policy(agent.policy, spec, 2, seed=7, normalize_obs=agent.normalize, vector_mode="sync")
+    by_hand = []
+    for episode in range(2):  # one env, its memory carried through its episode by predict
+        env = spec.make()
+        obs, _ = env.reset(seed=7 + episode)
+        state, total, done = None, 0.0, False
+        while not done:
+            action, state = agent.predict(obs, state=state)
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            total += float(reward)
+            done = terminated or truncated
+        by_hand.append(total)
+    assert returns == by_hand
+
+
+def test_dppo_workers_train_a_recurrent_policy(tmp_path):
+    run = _run(tmp_path, policy={"type": "dppo"}, pipeline={"world_size": 2, "checkpoint_every": 0, "eval_every": 0})
+    assert metrics_rows(run)[-1]["env_steps"] == 320
+    weights = torch.load(run / "model.pt", weights_only=True)
+    assert any("actor_core" in name for name in weights["policy"]["model"])

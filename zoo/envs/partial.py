@@ -1,0 +1,52 @@
+"""Partially observed classic-control tasks: the same envs with their velocities taken out of the observations.
+
+``CartPoleNoVel-v1`` observes the cart's position and the pole's angle (CartPole-v1 without indices 1 and 3),
+``PendulumNoVel-v1`` the cosine and sine of the angle (Pendulum-v1 without the angular velocity): the tasks of
+rl-baselines3-zoo's recurrent rows (which zero those entries where these drop them: the same information). A policy
+must remember earlier observations to act well; a feed-forward one sees a single frame, or with ``frames=k`` (in
+``env.kwargs``) the last ``k`` observations side by side (the first repeated before it), the classic stand-in
+for memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["PARTIAL_ENVS", "KeepObservations", "make_cartpole_novel", "make_pendulum_novel"]
+
+
+class KeepObservations(gym.ObservationWrapper):
+    """Observations reduced to the entries at ``keep`` (a 1-D Box)."""
+
+    def __init__(self, env: gym.Env, keep: tuple[int, ...]) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        self.keep = np.asarray(keep, dtype=np.intp)
+        self.observation_space = gym.spaces.Box(space.low[self.keep], space.high[self.keep], dtype=space.dtype)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.asarray(observation)[self.keep]
+
+
+def _stacked(env: gym.Env, frames: int) -> gym.Env:
+    if int(frames) != frames or frames < 1:
+        raise ValueError(f"frames must be a whole number of at least 1, got {frames!r}")
+    if frames == 1:
+        return env
+    return gym.wrappers.FlattenObservation(gym.wrappers.FrameStackObservation(env, int(frames)))
+
+
+def make_cartpole_novel(frames: int = 1, **kwargs: Any) -> gym.Env:
+    """CartPole-v1 observing the cart's position and the pole's angle only (the last ``frames`` of them)."""
+    return _stacked(KeepObservations(gym.make("CartPole-v1", **kwargs), (0, 2)), frames)
+
+
+def make_pendulum_novel(frames: int = 1, **kwargs: Any) -> gym.Env:
+    """Pendulum-v1 observing cos and sin of the angle only (the last ``frames`` of them)."""
+    return _stacked(KeepObservations(gym.make("Pendulum-v1", **kwargs), (0, 1)), frames)
+
+
+PARTIAL_ENVS = {"CartPoleNoVel-v1": make_cartpole_novel, "PendulumNoVel-v1": make_pendulum_novel}

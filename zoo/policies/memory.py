@@ -1,0 +1,168 @@
+"""How an actor-critic policy with memory acts and learns (``policy.recurrent``: lstm or gru).
+
+Mixed into ``ActorCriticPolicy``: with ``policy.recurrent = none`` (the default) every method here hands over to
+the feed-forward path. With a core (``zoo.policies.recurrent``):
+
+- acting: the collector keeps each env's memory across rollouts (and in its checkpoint) and hands it to
+  ``memory_actor``, whose ``act(t, obs, episode_start)`` zeroes the memory of envs starting an episode, samples as
+  ``collect`` does, and records the values and the memory before every step; the rollout carries them
+  (``Rollout.episode_start``, ``Rollout.memory``);
+- learning: ``learning_columns`` cuts the rollout into env-contiguous chunks of ``policy.sequence_length`` steps
+  with the memory at each chunk's start (``Rollout.sequences``); a minibatch is ``minibatch_size //
+  sequence_length`` chunks; ``gather`` keeps the per-step columns at the valid steps only (autoreset steps are read
+  by the core, never learned from) before normalising advantages; ``forward_batch`` unrolls the chunks from their
+  stored memory, resetting inside at every episode start, and returns the outputs at the valid steps, in the same
+  order. An ``update`` written with ``forward_batch`` serves both kinds of policy unchanged;
+- evaluation and ``Agent.predict``: ``act_with_memory``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data import Rollout
+from ..errors import ConfigError
+
+# The per-step columns the core reads in sequence form; every other column is flattened to the valid steps.
+SEQUENCE_COLUMNS = ("obs", "memory", "episode_start", "valid")
+
+
+class MemoryActor:
+    """A recurrent policy's ``RolloutActor``: ``act(t, obs, episode_start)`` (see the module docstring)."""
+
+    def __init__(self, policy: Any, steps: int, num_envs: int, memory: torch.Tensor | None) -> None:
+        self._policy = policy
+        self._device = policy.device
+        self.memory = policy.initial_memory(num_envs) if memory is None else memory.to(policy.device)
+        self.memories: list[torch.Tensor] = []
+        self._actions: list[torch.Tensor] = []
+        self._outputs: list[torch.Tensor] = []
+        self._values: list[torch.Tensor] = []
+
+    @torch.no_grad()
+    def act(self, t: int, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        """The env actions of step ``t``: the memory zeroed where ``episode_start``, one step of the core(s)."""
+        policy = self._policy
+        start = torch.from_numpy(np.asarray(episode_start, dtype=bool)).to(self._device)
+        memory = self.memory * (~start).to(self.memory.dtype)[:, None, None]
+        self.memories.append(memory)
+        output, value, self.memory = policy.model(torch.from_numpy(obs).to(self._device)[None], memory)
+        action, packed = policy.sample_output(_first(output))
+        self._actions.append(action)
+        self._outputs.append(packed)
+        self._values.append(value[0])
+        return policy._env_action(action)
+
+    def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The raw actions, the behaviour outputs and the values of every step."""
+        return torch.stack(self._actions), {"policy_output": torch.stack(self._outputs),
+                                            "value": torch.stack(self._values)}
+
+
+def _first(output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
+    return {key: value[0] for key, value in output.items()} if isinstance(output, dict) else output[0]
+
+
+def _at(output: torch.Tensor | dict[str, torch.Tensor], index: torch.Tensor) -> Any:
+    """``(C, L, ...)`` outputs flattened to ``(C * L, ...)`` and taken at the boolean ``index``."""
+    if isinstance(output, dict):
+        return {key: value.flatten(0, 1)[index] for key, value in output.items()}
+    return output.flatten(0, 1)[index]
+
+
+class MemoryLearning:
+    """The recurrent side of ``ActorCriticPolicy`` (see the module docstring)."""
+
+    cfg: Any
+    model: Any
+    device: torch.device
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether this policy has a recurrent core (``policy.recurrent`` lstm or gru)."""
+        return self.cfg.get("recurrent", "none") != "none"
+
+    def initial_memory(self, num_envs: int) -> torch.Tensor:
+        """Zeros: the memory of ``num_envs`` envs starting episodes, ``(num_envs, *memory_shape)``."""
+        return self.model.initial_memory(num_envs, self.device)
+
+    def memory_actor(self, steps: int, num_envs: int, memory: torch.Tensor | None) -> MemoryActor:
+        """The actor of one rollout from each env's ``memory`` (None: all starting); refuses a rollout that
+        ``policy.sequence_length`` does not divide."""
+        self.check_rollout_steps(steps)
+        return MemoryActor(self, steps, num_envs, memory)
+
+    def check_rollout_steps(self, steps: int) -> None:
+        """ConfigError where the recurrent chunks of ``policy.sequence_length`` steps do not divide a rollout of
+        ``steps`` (nothing for a feed-forward policy)."""
+        length = self.cfg.get("sequence_length", 1)
+        if self.recurrent and steps % length:
+            raise ConfigError(f"policy.sequence_length={length} does not divide pipeline.rollout_steps={steps}: set "
+                              f"policy.sequence_length to a divisor of it")
+
+    @torch.no_grad()
+    def act_with_memory(self, obs: torch.Tensor, memory: torch.Tensor | None,
+                        episode_start: torch.Tensor | np.ndarray | None = None,
+                        deterministic: bool = True) -> tuple[np.ndarray, torch.Tensor]:
+        """Env actions for a batch ``(N, *obs_shape)`` from ``memory`` (None: episodes starting), zeroed first where
+        ``episode_start`` ``(N,)`` is set; returns the actions and the memory after this step."""
+        memory = self.initial_memory(obs.shape[0]) if memory is None else memory.to(self.device)
+        if episode_start is not None:
+            start = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.device)
+            memory = memory * (~start).to(memory.dtype)[:, None, None]
+        output, _, memory = self.model(obs[None], memory, value=False)
+        output = _first(output)
+        if deterministic:
+            return self._mode_to_env(output).cpu().numpy(), memory
+        action, _ = self.sample_output(output)
+        return self._env_action(action), memory
+
+    def process_recurrent(self, rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """The values of the rollout's steps (from the actor) and of its last observations, ``(T + 1, B)``."""
+        if rollout.memory is None:
+            raise ValueError("a recurrent policy's rollout holds no memory: collect it with memory_actor")
+        with torch.no_grad():
+            _, last, _ = self.model(rollout.last_obs[None], rollout.memory[-1])
+        return rollout.extras["value"], last[0]
+
+    # -- learning ----------------------------------------------------------------------------------------
+    def learning_columns(self, batch: Any) -> dict[str, torch.Tensor]:
+        if not self.recurrent:
+            return super().learning_columns(batch)  # type: ignore[misc]
+        chunks = batch.sequences(int(self.cfg.sequence_length))
+        names = ("obs", "memory", "episode_start", "valid", "action", "policy_output", "value", "advantage",
+                 "returns")
+        return {name: chunks[name] for name in names}
+
+    def minibatch_units(self) -> int:
+        """What one minibatch takes of the learning columns' first axis: ``minibatch_size`` samples, or for a
+        recurrent policy ``minibatch_size // sequence_length`` chunks (at least one)."""
+        size = int(self.cfg.minibatch_size)
+        return max(1, size // int(self.cfg.sequence_length)) if self.recurrent else size
+
+    def gather(self, columns: dict[str, torch.Tensor], index: torch.Tensor | None,
+               moments: tuple[torch.Tensor, torch.Tensor] | None, scheduled: dict[str, Any]) -> dict[str, Any]:
+        if not self.recurrent:
+            return super().gather(columns, index, moments, scheduled)  # type: ignore[misc]
+        chunks = {name: column if index is None else column[index] for name, column in columns.items()}
+        valid = chunks["valid"].reshape(-1)
+        steps = {name: column.flatten(0, 1)[valid] for name, column in chunks.items() if name not in SEQUENCE_COLUMNS}
+        return super().gather({**steps, **{name: chunks[name] for name in SEQUENCE_COLUMNS}}, None,  # type: ignore
+                              moments, scheduled)
+
+    def forward_batch(self, batch: dict[str, Any]) -> tuple[Any, torch.Tensor]:
+        """The policy outputs and values of a minibatch's samples, in the order of its per-step columns: the model
+        on ``batch['obs']``, or for a recurrent policy the chunks unrolled from their memory (module docstring)."""
+        if not self.recurrent:
+            return self.model(batch["obs"])
+        obs = batch["obs"].transpose(0, 1)  # (L, C, ...) time-major
+        output, value, _ = self.model(obs, batch["memory"], batch["episode_start"].transpose(0, 1), final=False)
+        valid = batch["valid"].reshape(-1)
+        if isinstance(output, dict):
+            output = {key: x.transpose(0, 1) for key, x in output.items()}
+        else:
+            output = output.transpose(0, 1)
+        return _at(output, valid), value.transpose(0, 1).flatten(0, 1)[valid]

@@ -1,0 +1,185 @@
+"""Memory for the actor-critic family: an LSTM or GRU core between the features and the MLP trunks.
+
+``RecurrentCore`` is a stack of LSTM or GRU layers with the parameter layout and gate order of ``torch.nn.LSTM`` /
+``torch.nn.GRU`` (``weight_ih_l0``, ...), written as plain tensor operations so that one code path acts, learns,
+is compiled and is exported. Its state ("memory") is one tensor per env, ``(B, layers, S)``: for an LSTM ``S = 2H``
+(``h`` then ``c``), for a GRU ``S = H``; zeros start an episode.
+
+The reset rule, the same everywhere (acting, learning, evaluation, ``Agent.predict``): ``episode_start[t]`` marks an
+observation that begins an episode; the memory is zeroed just before such an observation is read. With zoo's
+NEXT_STEP autoreset (``zoo.data.batches``) the observation after an episode's last step is its final observation,
+read with the episode's memory (a truncated step bootstraps from its value), and the observation after that
+autoreset step starts the next episode: ``episode_start[t] = not valid[t - 1]``.
+
+``RecurrentActorCritic`` puts the core(s) after the observation encoder (a CNN for images, else the flattened
+observations): one core shared by actor and critic (``policy.recurrent_shared``), or one each; the trunks and heads
+are an ``ActorCritic`` on the core's output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from .networks import ActorCritic
+
+__all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore"]
+
+RECURRENT_KINDS = ("none", "lstm", "gru")
+
+
+class RecurrentCore(nn.Module):
+    """``layers`` LSTM or GRU layers of width ``hidden`` on inputs of ``input_dim`` (see the module docstring): a
+    ``torch.nn.LSTM`` / ``torch.nn.GRU`` (``rnn``), whose fused kernels run the whole time loop forward and backward.
+
+    Episode starts inside a sequence cut it into segments, each run from its own state (the memory carried in for a
+    sequence's first segment, zeros for the rest) as one packed batch: one fused call whatever the resets.
+    ``ortho_init``: orthogonal weights and zero biases (as CleanRL's and SB3's recurrent policies); else torch's
+    uniform initialisation.
+    """
+
+    def __init__(self, kind: str, input_dim: int, hidden: int, layers: int = 1, ortho_init: bool = True) -> None:
+        super().__init__()
+        if kind not in ("lstm", "gru"):
+            raise ValueError(f"recurrent core '{kind}' is unknown: use lstm or gru")
+        self.kind, self.hidden, self.layers = kind, hidden, layers
+        self.state_size = 2 * hidden if kind == "lstm" else hidden
+        self.rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(input_dim, hidden, layers)
+        if ortho_init:
+            for name, parameter in self.rnn.named_parameters():
+                if name.startswith("weight"):
+                    nn.init.orthogonal_(parameter, 1.0)
+                else:
+                    nn.init.zeros_(parameter)
+
+    def initial_memory(self, batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        """Zeros ``(batch, layers, S)``: the memory an episode starts with."""
+        return torch.zeros(batch, self.layers, self.state_size, device=device)
+
+    def _state(self, memory: torch.Tensor) -> Any:
+        """The memory ``(B, layers, S)`` as the rnn's state: ``(h, c)`` (LSTM) or ``h``, each ``(layers, B, H)``."""
+        if self.kind == "lstm":
+            return (memory[..., : self.hidden].transpose(0, 1).contiguous(),
+                    memory[..., self.hidden:].transpose(0, 1).contiguous())
+        return memory.transpose(0, 1).contiguous()
+
+    def _memory(self, state: Any) -> torch.Tensor:
+        """The rnn's state back as memory ``(B, layers, S)``."""
+        if self.kind == "lstm":
+            return torch.cat(state, -1).transpose(0, 1)
+        return state.transpose(0, 1)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, episode_start: torch.Tensor | None = None,
+                final: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Unroll over ``x`` ``(T, B, input_dim)`` from ``memory`` ``(B, layers, S)``, zeroing the memory before each
+        step whose ``episode_start`` ``(T, B)`` is set (None: no episode starts). Returns the last layer's outputs
+        ``(T, B, hidden)`` and the memory after the last step (None where ``final`` is False: learning needs the
+        outputs only, and episodes starting inside the sequences then run as segments, one fused call)."""
+        if episode_start is not None:
+            memory = memory * (~episode_start[0]).to(memory.dtype)[:, None, None]
+        if episode_start is None or x.shape[0] == 1 or not bool(episode_start[1:].any()):
+            out, state = self.rnn(x, self._state(memory))
+            return out, self._memory(state)
+        if not final:
+            return self._segments(x, memory, episode_start), None
+        outputs = []
+        for t in range(x.shape[0]):  # step by step: the memory is wanted after the last step
+            if t:
+                memory = memory * (~episode_start[t]).to(memory.dtype)[:, None, None]
+            out, state = self.rnn(x[t:t + 1], self._state(memory))
+            memory = self._memory(state)
+            outputs.append(out)
+        return torch.cat(outputs), memory
+
+    def _segments(self, x: torch.Tensor, memory: torch.Tensor, episode_start: torch.Tensor) -> torch.Tensor:
+        """``forward``'s outputs where episodes start inside the sequences: every segment between two starts is a
+        sequence of its own, from the memory carried in (a sequence's first segment) or zeros, all of them in one
+        zero-padded batch (a segment's outputs never depend on the padding after it)."""
+        steps, batch = episode_start.shape
+        begins = episode_start.t().clone()  # (B, T): a segment begins at each start and at each sequence's first step
+        begins[:, 0] = True
+        flat = begins.reshape(-1)
+        segment = flat.cumsum(0) - 1  # the segment of every (sequence, step), sequence-major
+        first = torch.nonzero(flat).squeeze(1)  # the flat position where each segment begins
+        offset = torch.arange(flat.numel(), device=x.device) - first[segment]
+        count, longest = len(first), int(offset.max()) + 1
+        padded = x.new_zeros(longest, count, x.shape[-1]).index_put(
+            (offset, segment), x.transpose(0, 1).reshape(-1, x.shape[-1]))
+        starts = memory.new_zeros(count, self.layers, self.state_size).index_put((segment[::steps],), memory)
+        out, _ = self.rnn(padded, self._state(starts))
+        return out[offset, segment].reshape(batch, steps, -1).transpose(0, 1)
+
+
+class RecurrentActorCritic(nn.Module):
+    """Encoder (or flattening) -> recurrent core(s) -> ``ActorCritic`` trunks and heads (module docstring).
+
+    ``forward(obs, memory, episode_start)`` unrolls time-major sequences ``(T, B, *obs_shape)`` and returns the policy
+    outputs and values ``(T, B, ...)`` and the memory after the last step; ``memory`` is ``(B, cores * layers, S)``
+    (the actor's core first where actor and critic have one each).
+    """
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden_sizes: list[int],
+                 activation: str, kind: str, core_size: int, core_layers: int, shared_core: bool,
+                 shared_trunk: bool, init_log_std: float, encoder: nn.Module | None, ortho_init: bool) -> None:
+        super().__init__()
+        self.encoder = encoder
+        obs_dim = encoder.output_dim if encoder is not None else int(np.prod(observation_space.shape))
+        self._obs_ndim = 1 if encoder is not None else len(observation_space.shape)
+        self.actor_core = RecurrentCore(kind, obs_dim, core_size, core_layers, ortho_init)
+        self.critic_core = None if shared_core else RecurrentCore(kind, obs_dim, core_size, core_layers, ortho_init)
+        core_space = gym.spaces.Box(-np.inf, np.inf, (core_size,), np.float32)
+        self.heads = ActorCritic(core_space, action_space, hidden_sizes, activation, shared_trunk, init_log_std,
+                                 None, ortho_init=ortho_init)
+        self.discrete, self.nvec, self.sde = self.heads.discrete, self.heads.nvec, False
+        self.policy_head = self.heads.policy_head
+        self.layers = core_layers
+
+    @property
+    def cores(self) -> int:
+        """1 for a shared core, 2 for one each."""
+        return 1 if self.critic_core is None else 2
+
+    def initial_memory(self, batch: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        """Zeros ``(batch, cores * layers, S)``."""
+        return self.actor_core.initial_memory(batch, device).repeat(1, self.cores, 1)
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        leading = obs.shape[:2]
+        if self.encoder is not None:
+            return self.encoder(obs.flatten(0, 1)).unflatten(0, leading)
+        return obs.flatten(2) if self._obs_ndim != 1 else obs
+
+    def forward(self, obs: torch.Tensor, memory: torch.Tensor | None = None,
+                episode_start: torch.Tensor | None = None, value: bool = True,
+                final: bool = True) -> tuple[Any, torch.Tensor | None, torch.Tensor | None]:
+        """Policy outputs ``(T, B, ...)``, values ``(T, B)`` and the memory after the last step. ``value=False``: no
+        values (None where the critic has a core of its own, whose memory then stays as it was: acting that needs
+        no values); ``final=False``: no memory (None; learning, where only the outputs count)."""
+        if memory is None:
+            raise TypeError("a recurrent model reads sequences from a memory: call model(obs, memory, episode_start) "
+                            "(an update calls self.forward_batch(batch), zoo.policies.memory)")
+        features = self._features(obs)
+        layers, heads = self.layers, self.heads
+        actor, actor_memory = self.actor_core(features, memory[:, :layers], episode_start, final)
+        if self.critic_core is None:
+            if heads.shared:
+                latent = heads._mlp(heads._actor_hidden, actor)
+                return heads._policy(latent), heads._value(latent), actor_memory
+            output = heads._policy(heads._mlp(heads._actor_hidden, actor))
+            values = heads._value(heads._mlp(heads._critic_hidden, actor)) if value else None
+            return output, values, actor_memory
+        output = heads._policy(heads._mlp(heads._actor_hidden, actor))
+        if not value:
+            return output, None, None if actor_memory is None else torch.cat([actor_memory, memory[:, layers:]], 1)
+        critic, critic_memory = self.critic_core(features, memory[:, layers:], episode_start, final)
+        both = None if actor_memory is None else torch.cat([actor_memory, critic_memory], 1)
+        return output, heads._value(heads._mlp(heads._critic_hidden, critic)), both
+
+    def actor_parameters(self) -> dict[str, torch.Tensor]:
+        """The parameters acting needs (encoder, the actor's core, trunk, policy head, log-std) by state_dict name."""
+        prefixes = ("encoder.", "actor_core.", "heads.actor_trunk.", "heads.policy_head.", "heads.log_std")
+        return {name: p for name, p in self.named_parameters() if name.startswith(prefixes)}
