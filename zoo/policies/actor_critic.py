@@ -9,7 +9,7 @@ gradient update on one minibatch, from these public pieces::
         fields = {**ActorCriticPolicy.fields, "my_coef": Field(0.5, "what my_coef weighs", range=(0.0, None))}
 
         def update(self, batch, ctx):                    # batch: the minibatch's columns, advantages normalised
-            output, value = self.model(batch["obs"])
+            output, value = self.forward_batch(batch)    # the model on the minibatch (policy.recurrent: chunks)
             loss = ...                                   # rl_utils losses on batch["advantage"], batch["returns"]
             done = self.optimizer.minimize(loss, self.cfg.max_grad_norm, ctx.sync_gradients)
             return {"my_loss": loss.detach(), "loss": done}

@@ -1,0 +1,128 @@
+"""Recurrent PPO's speed beside sb3-contrib's RecurrentPPO and beside zoo's own feed-forward PPO, in one run.
+
+Each contender is a whole process timed from its start to its exit (interpreter, imports, set-up, training), one
+torch thread, on CartPole without velocities, at rl-baselines3-zoo's RecurrentPPO settings for that task (8 envs x
+32 steps, 20 epochs of one 256-sample minibatch, an LSTM of 64 for each of actor and critic, 64-unit ReLU heads,
+normalised observations):
+
+- ``zoo_lstm``: ``zoo run --config configs/ppo_lstm_cartpole_novel.py`` (stop_return off, the same budget);
+- ``zoo_gru``: the same with ``policy.recurrent=gru``;
+- ``zoo_ff``: the same with ``policy.recurrent=none`` (zoo's feed-forward PPO at the same sizes);
+- ``sb3_lstm``: sb3-contrib's ``RecurrentPPO("MlpLstmPolicy")`` in its own venv (``--sb3-python``; the env the
+  same CartPole with velocities dropped, defined in the child).
+
+The contenders run one after another in each round, the order rotated each round; the ratios are each round's,
+then their median. Usage::
+
+    python benchmarks/memory_speed.py --sb3-python /path/to/sb3-venv/bin/python [--steps 20000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "configs" / "ppo_lstm_cartpole_novel.py"
+
+SB3_CHILD = """
+import sys
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+torch.set_num_threads(1)
+from sb3_contrib import RecurrentPPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
+
+steps, seed = int(sys.argv[1]), int(sys.argv[2])
+
+
+class NoVelocity(gym.ObservationWrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(space.low[[0, 2]], space.high[[0, 2]], dtype=space.dtype)
+
+    def observation(self, observation):
+        return observation[[0, 2]]
+
+
+env = VecNormalize(make_vec_env(lambda: NoVelocity(gym.make("CartPole-v1")), n_envs=8, seed=seed), norm_obs=True,
+                   norm_reward=False)
+linear = lambda start: (lambda progress: progress * start)
+model = RecurrentPPO("MlpLstmPolicy", env, n_steps=32, batch_size=256, n_epochs=20, learning_rate=linear(1e-3),
+                     clip_range=linear(0.2), gamma=0.98, gae_lambda=0.8, ent_coef=0.0, seed=seed, device="cpu",
+                     policy_kwargs=dict(ortho_init=False, activation_fn=nn.ReLU, lstm_hidden_size=64,
+                                        enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])))
+model.learn(steps)
+"""
+
+
+def _environment() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _zoo(kind: str, steps: int, seed: int, runs: str) -> list[str]:
+    return [sys.executable, "-m", "zoo", "run", "--config", str(CONFIG), "-q", "--exp-name", f"{kind}-{time.time_ns()}",
+            "--set", f"runs_dir={runs}", "--set", f"seed={seed}", "--set", f"pipeline.max_env_steps={steps}",
+            "--set", "pipeline.stop_return=None", "--set", "torch_threads=1", "--set", f"policy.recurrent={kind}"]
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=_environment(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{command[:4]} failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sb3-python", help="python of a venv with sb3-contrib 2.9.2 (left out when not given)")
+    parser.add_argument("--steps", type=int, default=20_480)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as runs:
+        script = Path(runs) / "sb3_child.py"
+        script.write_text(SB3_CHILD)
+        contenders = {"zoo_lstm": _zoo("lstm", args.steps, args.seed, runs),
+                      "zoo_gru": _zoo("gru", args.steps, args.seed, runs),
+                      "zoo_ff": _zoo("none", args.steps, args.seed, runs)}
+        if args.sb3_python:
+            contenders["sb3_lstm"] = [args.sb3_python, str(script), str(args.steps), str(args.seed)]
+        names = list(contenders)
+        rates: dict[str, list[float]] = {name: [] for name in names}
+        for round_ in range(args.rounds):
+            order = names[round_ % len(names):] + names[: round_ % len(names)]
+            for name in order:
+                rates[name].append(args.steps / timed(contenders[name], Path(runs)))
+            print(f"round {round_}: " + "  ".join(f"{name} {rates[name][-1]:,.0f}" for name in names), flush=True)
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "unknown CPU")
+    print(f"\n{cpu}; {args.steps:,} env steps per process, whole process, one thread, {args.rounds} rounds")
+    for name in names:
+        print(f"  {name:9s} {statistics.median(rates[name]):8,.0f} env steps/s (median)")
+
+    def ratio(a: str, b: str) -> str:
+        values = [x / y for x, y in zip(rates[a], rates[b], strict=True)]
+        return f"{statistics.median(values):.2f}x (rounds {min(values):.2f}-{max(values):.2f})"
+
+    if "sb3_lstm" in rates:
+        print(f"zoo_lstm / sb3_lstm: {ratio('zoo_lstm', 'sb3_lstm')}   (goal: at least 5x)")
+        print(f"zoo_gru / sb3_lstm:  {ratio('zoo_gru', 'sb3_lstm')}")
+    print(f"zoo_lstm / zoo_ff:   {ratio('zoo_lstm', 'zoo_ff')}   (goal: at least 0.6x)")
+    print(f"zoo_gru / zoo_ff:    {ratio('zoo_gru', 'zoo_ff')}")
+
+
+if __name__ == "__main__":
+    main()
