@@ -1,6 +1,6 @@
 """PPO with an LSTM on CartPole without velocities (CartPoleNoVel-v1: the cart's position and the pole's angle only),
 at rl-baselines3-zoo's RecurrentPPO settings for this task (8 envs x 32 steps, 20 epochs of 256-sample minibatches,
-lr 1e-3 and clip 0.2 annealed, gamma 0.98, lambda 0.8, normalised observations, an LSTM of 64 for each of actor and
+lr 1e-3 and clip 0.2 annealed, gamma 0.98, lambda 0.8, normalised observations and rewards, an LSTM of 64 for each of actor and
 critic, 64-unit heads).
 
 Expected: a 100-episode training mean of 475 (stop_return) within the 200k-step budget (docs/benchmarks.md has the
@@ -32,6 +32,7 @@ config = dict(
         num_envs=8,
         rollout_steps=32,
         normalize_obs=True,
+        normalize_reward=True,
         max_env_steps=200_000,
         stop_return=475.0,
         eval_every=0,

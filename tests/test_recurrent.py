@@ -247,3 +247,31 @@ def test_continuous_and_image_observations_act_and_learn():
                      hidden_sizes=[], encoder="nature_cnn", encoder_kwargs={"features_dim": 16})
     action, memory = cnn.act_with_memory(torch.rand(2, 36, 36, 3) * 255, None)
     assert action.shape == (2,) and memory.shape == (2, 2, 16)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+@pytest.mark.parametrize("kind,shared,layers", [("lstm", False, 1), ("gru", True, 2), ("lstm", True, 2),
+                                                ("gru", False, 1)])
+def test_numpy_acting_takes_the_torch_actors_actions_memories_and_values(env_id, kind, shared, layers):
+    """zoo.accel.numpy_memory against the torch MemoryActor: the same draws, the same actions, outputs, values and
+    memories up to float rounding, over rollouts with episode starts."""
+    rollouts = {}
+    for numpy_acting in (True, False):
+        env = gym.make(env_id)
+        torch.manual_seed(0)
+        policy = new_policy(PPOPolicy, env.observation_space, env.action_space, recurrent=kind, recurrent_size=8,
+                            recurrent_layers=layers, recurrent_shared=shared, hidden_sizes=[8], sequence_length=4,
+                            minibatch_size=8, numpy_acting=numpy_acting)
+        collector = VectorCollector(env_id, 3, seed=1, vector_mode="sync", max_episode_steps=5)
+        torch.manual_seed(7)
+        rollouts[numpy_acting] = [collector.rollout(policy, 4) for _ in range(3)]
+        actor = policy.memory_actor(4, 3, None)
+        assert type(actor).__name__ == ("NumpyMemoryActor" if numpy_acting else "MemoryActor")
+    for fast, slow in zip(rollouts[True], rollouts[False]):
+        assert torch.equal(fast.episode_start, slow.episode_start)
+        if env_id == "CartPole-v1":
+            assert torch.equal(fast.action, slow.action)
+        torch.testing.assert_close(fast.action.float(), slow.action.float(), rtol=1e-5, atol=1e-5)
+        for name in ("policy_output", "value"):
+            torch.testing.assert_close(fast.extras[name], slow.extras[name], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fast.memory, slow.memory, rtol=1e-5, atol=1e-5)

@@ -191,7 +191,7 @@ class VectorCollector:
             self.memory, self.episode_start = actor.memory, starts[-1].copy()
             last = actor.memory * torch.from_numpy(~starts[-1]).to(actor.memory)[:, None, None]
             rollout.episode_start = torch.from_numpy(starts)
-            rollout.memory = torch.stack([*actor.memories, last]).to(rollout.obs.device)
+            rollout.memory = torch.cat([actor.memory_sequence().to(last), last[None]]).to(rollout.obs.device)
         return rollout if policy.device.type == "cpu" else rollout.to(policy.device)
 
     def transitions(self, policy: Policy | None, steps: int) -> Transitions:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..accel.numpy_memory import NumpyMemoryActor
 from ..data import Rollout
 from ..errors import ConfigError
 
@@ -61,6 +62,10 @@ class MemoryActor:
         return torch.stack(self._actions), {"policy_output": torch.stack(self._outputs),
                                             "value": torch.stack(self._values)}
 
+    def memory_sequence(self) -> torch.Tensor:
+        """The memory before every step's observation, ``(steps, B, *memory_shape)``."""
+        return torch.stack(self.memories)
+
 
 def _first(output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
     return {key: value[0] for key, value in output.items()} if isinstance(output, dict) else output[0]
@@ -89,10 +94,18 @@ class MemoryLearning:
         """Zeros: the memory of ``num_envs`` envs starting episodes, ``(num_envs, *memory_shape)``."""
         return self.model.initial_memory(num_envs, self.device)
 
-    def memory_actor(self, steps: int, num_envs: int, memory: torch.Tensor | None) -> MemoryActor:
-        """The actor of one rollout from each env's ``memory`` (None: all starting); refuses a rollout that
-        ``policy.sequence_length`` does not divide."""
+    def memory_actor(self, steps: int, num_envs: int, memory: torch.Tensor | None) -> Any:
+        """The actor of one rollout from each env's ``memory`` (None: all starting): ``MemoryActor``, or its numpy
+        twin (``zoo.accel.numpy_memory``) where ``numpy_acting`` is on and the model is a float32 CPU model without
+        an encoder, with Discrete or Box actions. Refuses a rollout that ``policy.sequence_length`` does not
+        divide."""
         self.check_rollout_steps(steps)
+        model = self.model
+        weight = model.policy_head.weight
+        if (self.cfg.get("numpy_acting", True) and model.encoder is None and model.nvec is None
+                and weight.device.type == "cpu" and weight.dtype == torch.float32):
+            to_env = None if self.discrete and self._action_start is None else self._to_env
+            return NumpyMemoryActor(model, steps, num_envs, memory, to_env)
         return MemoryActor(self, steps, num_envs, memory)
 
     def check_rollout_steps(self, steps: int) -> None:

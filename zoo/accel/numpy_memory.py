@@ -1,0 +1,141 @@
+"""The numpy path of a recurrent actor-critic's acting: one rollout's steps with the core(s) and heads in numpy.
+
+``MemoryLearning.memory_actor`` (``zoo.policies.memory``) uses a ``NumpyMemoryActor`` in place of the torch
+``MemoryActor`` where the config's ``numpy_acting`` is on and the model is a float32 CPU model without an encoder,
+with Discrete or Box actions: per step, an LSTM or GRU layer of 64 units and the heads cost a few numpy calls where
+torch's recurrent modules cost tens of microseconds of dispatch each. It acts exactly as ``MemoryActor`` does: the
+same reset rule, the same torch draws (Gumbel noise for discrete actions, drawn for the whole rollout at once, which
+equals the per-step draws; Gaussian noise per step), outputs equal up to float rounding (tested against it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.special import expit
+
+from .numpy_acting import LiveMLP
+
+
+class NumpyCore:
+    """One ``RecurrentCore`` (its ``rnn``'s parameters, as views: the weights do not change during a rollout) stepped
+    in numpy: ``step(x, memory)`` returns the last layer's output and writes the new memory into ``memory``."""
+
+    def __init__(self, core: Any) -> None:
+        self.kind, self.hidden = core.kind, core.hidden
+        rnn = core.rnn
+        self.layers = []
+        for layer in range(core.layers):
+            w_ih = getattr(rnn, f"weight_ih_l{layer}").detach().numpy().T
+            w_hh = getattr(rnn, f"weight_hh_l{layer}").detach().numpy().T
+            b_ih = getattr(rnn, f"bias_ih_l{layer}").detach().numpy()
+            b_hh = getattr(rnn, f"bias_hh_l{layer}").detach().numpy()
+            self.layers.append((w_ih, w_hh, b_ih, b_hh))
+
+    def step(self, x: np.ndarray, memory: np.ndarray) -> np.ndarray:
+        """One step from ``memory`` ``(B, layers, S)`` (updated in place); returns the last layer's ``h``."""
+        hidden = self.hidden
+        for layer, (w_ih, w_hh, b_ih, b_hh) in enumerate(self.layers):
+            state = memory[:, layer]
+            if self.kind == "lstm":
+                gates = x @ w_ih
+                gates += b_ih
+                gates += state[:, :hidden] @ w_hh
+                gates += b_hh
+                expit(gates[:, : 2 * hidden], out=gates[:, : 2 * hidden])  # input and forget gates
+                np.tanh(gates[:, 2 * hidden: 3 * hidden], out=gates[:, 2 * hidden: 3 * hidden])
+                expit(gates[:, 3 * hidden:], out=gates[:, 3 * hidden:])
+                cell = state[:, hidden:]
+                cell *= gates[:, hidden: 2 * hidden]
+                cell += gates[:, :hidden] * gates[:, 2 * hidden: 3 * hidden]
+                h = np.tanh(cell)
+                h *= gates[:, 3 * hidden:]
+                state[:, :hidden] = h
+            else:
+                inputs = x @ w_ih
+                inputs += b_ih
+                recurrent = state @ w_hh
+                recurrent += b_hh
+                rz = expit(inputs[:, : 2 * hidden] + recurrent[:, : 2 * hidden])
+                n = np.tanh(inputs[:, 2 * hidden:] + rz[:, :hidden] * recurrent[:, 2 * hidden:])
+                z = rz[:, hidden:]
+                h = n + z * (state - n)  # (1 - z) * n + z * h
+                state[...] = h
+            x = h
+        return x
+
+
+class NumpyMemoryActor:
+    """A recurrent policy's ``RolloutActor`` in numpy (see the module docstring); the interface of
+    ``zoo.policies.memory.MemoryActor``: ``act(t, obs, episode_start)``, ``finish()``, ``memory_sequence()`` and,
+    after the last step, ``memory``.
+
+    Arguments:
+        model: a ``RecurrentActorCritic`` (no encoder, float32, CPU; Discrete or Box actions).
+        steps, num_envs: the rollout's size.
+        memory: each env's memory ``(num_envs, cores * layers, S)`` as a tensor, or None (episodes starting).
+        to_env: raw actions to what the env receives (None: as they are).
+    """
+
+    def __init__(self, model: Any, steps: int, num_envs: int, memory: torch.Tensor | None,
+                 to_env: Callable[[np.ndarray], np.ndarray] | None) -> None:
+        heads = model.heads
+        self._cores = [NumpyCore(model.actor_core)] + ([] if model.critic_core is None else
+                                                       [NumpyCore(model.critic_core)])
+        self._layers = model.layers
+        actor_layers, activation = heads.actor_layers()
+        critic_layers, _ = heads.critic_layers()
+        self._actor = LiveMLP(actor_layers, [activation] * (len(actor_layers) - 1))
+        self._critic = LiveMLP(critic_layers, [activation] * (len(critic_layers) - 1))
+        shape = tuple(model.initial_memory(num_envs).shape)
+        self._memory = np.zeros(shape, np.float32) if memory is None else memory.detach().numpy().copy()
+        self._memories = np.empty((steps, *shape), np.float32)
+        self.discrete = heads.discrete
+        width = heads.policy_head.out_features
+        self._output = np.empty((steps, num_envs, width), np.float32)
+        self._value = np.empty((steps, num_envs), np.float32)
+        if self.discrete:
+            noise = torch.empty((steps, num_envs, width)).exponential_().numpy()
+            self._log_noise = np.log(noise, out=noise)  # the sample is argmax(logits - log(exponential draw))
+            self._action = np.empty((steps, num_envs), np.int64)
+        else:
+            self._sigma = np.exp(heads.log_std.detach().numpy())
+            self._action = np.empty((steps, num_envs, width), np.float32)
+        self._to_env = to_env
+        self.memory: torch.Tensor | None = None
+
+    def act(self, t: int, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
+        """The env actions of step ``t``: the memory zeroed where ``episode_start``, one step of the core(s)."""
+        memory = self._memory
+        memory[episode_start] = 0.0
+        self._memories[t] = memory
+        x = obs if obs.ndim == 2 else obs.reshape(len(obs), -1)
+        layers = self._layers
+        h_actor = self._cores[0].step(x, memory[:, :layers])
+        h_critic = self._cores[1].step(x, memory[:, layers:]) if len(self._cores) > 1 else h_actor
+        out = self._output[t]
+        out[...] = self._actor(h_actor)
+        self._value[t] = self._critic(h_critic)[:, 0]
+        action = self._action[t]
+        if self.discrete:
+            np.subtract(out, self._log_noise[t], out=self._log_noise[t])
+            self._log_noise[t].argmax(axis=-1, out=action)
+        else:
+            np.add(out, self._sigma * torch.randn(out.shape).numpy(), out=action)
+        return action if self._to_env is None else self._to_env(action)
+
+    def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The raw actions, the behaviour outputs (logits, or mu and sigma side by side) and the values."""
+        output = self._output
+        if not self.discrete:
+            output = np.concatenate([output, np.broadcast_to(self._sigma, output.shape)], axis=-1)
+        self.memory = torch.from_numpy(self._memory)
+        return torch.from_numpy(self._action), {"policy_output": torch.from_numpy(output),
+                                                "value": torch.from_numpy(self._value)}
+
+    def memory_sequence(self) -> torch.Tensor:
+        """The memory before every step's observation, ``(steps, B, *memory_shape)``."""
+        return torch.from_numpy(self._memories)
