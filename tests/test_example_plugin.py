@@ -65,3 +65,17 @@ def test_example_plugin_registers_lists_and_trains(example_plugin, tmp_path, cap
     assert len((run_dir / "metrics.csv").read_text().splitlines()) >= 2  # header and at least one iteration
     written = json.loads((run_dir / "example_plugin_summary.json").read_text())  # the plugin's on_run_end callback
     assert written["policy"] == "reinforce_baseline" and written["reason"] == "max_env_steps"
+
+
+def test_the_example_plugin_gets_memory_by_the_key_alone(example_plugin, tmp_path, capsys):
+    """A plugin on ActorCriticPolicy whose update reads forward_batch takes policy.recurrent with no code of its
+    own (issue 52): it trains with a GRU and its checkpoint holds the core."""
+    assert load_plugins(force=True).ok
+    overrides = ["--set", f"runs_dir={tmp_path}", "--set", "pipeline.max_env_steps=1024", "--set",
+                 "policy.recurrent=gru", "--set", "env.id=CartPoleNoVel-v1", "--set", "policy.sequence_length=8",
+                 "--set", "pipeline.eval_every=0"]
+    assert main(["run", "--config", str(EXAMPLE_CONFIG), "-q", *overrides]) == 0, capsys.readouterr().err
+    from zoo.run.run_dir import load_weights_only
+
+    weights = load_weights_only(tmp_path / "reinforce_baseline_cartpole" / "checkpoint.pt")["policy"]["model"]
+    assert any(name.startswith("actor_core.rnn.") for name in weights)

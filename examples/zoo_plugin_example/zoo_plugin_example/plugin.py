@@ -3,8 +3,10 @@ names only.
 
 ``ReinforceBaselinePolicy`` is REINFORCE with a learned value baseline: Monte-Carlo advantages (GAE with
 lambda = 1, computed by the inherited ``process_rollout``), normalised and clipped, fed to rl_utils' A2C loss.
-Networks, sampling, evaluation, the optimiser and checkpoint state come from ``ActorCriticPolicy``; the built-in
-``serial_onpolicy`` pipeline drives it, and ``parallel_sync`` runs it on several workers unchanged.
+Networks, sampling, evaluation, the optimiser, the minibatch driver and checkpoint state come from
+``ActorCriticPolicy``; the built-in ``serial_onpolicy`` pipeline drives it, ``parallel_sync`` runs it on several
+workers unchanged, and ``policy.recurrent: lstm`` gives it memory (its update reads the model through
+``forward_batch``).
 
 ``on_run_end`` shows the callback hooks (``zoo.hookspecs``: ``on_metrics_row``, ``on_evaluation``,
 ``should_stop``, ``on_run_end``): a logger for W&B or MLflow would send each row from ``on_metrics_row``; this
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import torch
 
 from zoo.config.schema import Field
 from zoo.hookspecs import hookimpl
-from zoo.policies import ActorCriticPolicy, LearnContext, Rollout, normalize_advantage
+from zoo.policies import ActorCriticPolicy, LearnContext
 from zoo.rl_utils import a2c_data, a2c_error, a2c_error_continuous
 
 
@@ -35,19 +39,22 @@ class ReinforceBaselinePolicy(ActorCriticPolicy):
         "advantage_clip": Field(3.0, "clip normalised advantages to [-c, c]; 0 disables", range=(0.0, None)),
     }
 
-    def learn(self, batch: Rollout, ctx: LearnContext) -> dict[str, float]:
-        samples = batch.valid_samples()  # autoreset steps dropped: their action was ignored by the env
-        advantage = normalize_advantage(samples.advantage, ctx) if self.cfg.normalize_advantage else samples.advantage
+    # The loss reads no behaviour log-probabilities: process_rollout need not compute them.
+    needs_log_prob: ClassVar[bool] = False
+
+    def update(self, batch: dict[str, Any], ctx: LearnContext) -> dict[str, torch.Tensor]:
+        """One gradient update on the rollout (the base's ``learn``: advantages arrive normalised where
+        ``normalize_advantage``, over every worker's samples on ``parallel_sync``)."""
+        advantage = batch["advantage"]
         if self.cfg.advantage_clip > 0:
             advantage = advantage.clamp(-self.cfg.advantage_clip, self.cfg.advantage_clip)
-        lr = self.update_learning_rate(ctx)
-        output, value = self.model(samples.obs)
-        data = a2c_data(output, samples.action, value, advantage, samples.returns, None)
+        output, value = self.forward_batch(batch)  # the model on the samples (policy.recurrent: chunks and memory)
+        data = a2c_data(output, batch["action"], value, advantage, batch["returns"], None)
         loss = a2c_error(data) if self.discrete else a2c_error_continuous(data)
         total = loss.policy_loss + self.cfg.value_coef * loss.value_loss - self.cfg.entropy_coef * loss.entropy_loss
-        grad_norm = self.optimizer_step(total, ctx)
-        return {"policy_loss": loss.policy_loss.item(), "value_loss": loss.value_loss.item(),
-                "grad_norm": grad_norm, "learning_rate": lr}
+        done = self.optimizer.minimize(total, self.cfg.max_grad_norm, ctx.sync_gradients)
+        return {"policy_loss": loss.policy_loss.detach(), "value_loss": loss.value_loss.detach(),
+                "grad_norm": self.optimizer.grad_norm.clone(), "loss": done}
 
 
 @hookimpl
