@@ -22,7 +22,7 @@ NAME_MAX, PATH_MAX = 255, 4096  # bytes of one path component and of a whole pat
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``bench`` to ``zoo``'s sub-commands; the parser added."""
     benching = commands.add_parser("bench", help="run benchmark suites (every entry x seed, resumable)")
-    benching.add_argument("suites", nargs="+", metavar="SUITE", help="classic, mujoco, ace, hl_gauss")
+    benching.add_argument("suites", nargs="+", metavar="SUITE", help="classic, mujoco, ace, memory, hl_gauss")
     benching.add_argument("--seeds", type=int, default=None,
                           help="seeds 0 .. N-1 of every entry (default: each entry's own, 5 or 10)")
     benching.add_argument("--jobs", type=int, default=1, help="runs at once (processes)")

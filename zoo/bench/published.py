@@ -210,6 +210,15 @@ PUBLISHED: tuple[Published, ...] = (
               _CLEANRL_RPO),
     Published(_ZOO, "ppo", "CartPole-v1", 500.0, 0.0, 1, 100_000, _ZOO_MEASURE, _ZOO_SRC,
               _ZOO_BASE + "; 300 eval episodes"),
+    Published(_ZOO, "ppo", "CartPoleNoVel-v1", 500.0, 0.0, 1, 100_000, _ZOO_MEASURE,
+              "the sb3/ppo_lstm-CartPoleNoVel-v1 model card (rl-baselines3-zoo's RecurrentPPO agent on the Hugging "
+              "Face hub), stored in Wenxin-Jiang/CS577-NLP project/model_cards/_noArch/"
+              "sb3_ppo_lstm-CartPoleNoVel-v1_README.md",
+              "sb3-contrib's RecurrentPPO (MlpLstmPolicy: an LSTM), not feed-forward PPO; one agent; not in the "
+              "stored benchmark.md; 8 envs x 32 steps, 20 epochs, batch 256, lr and clip annealed from 1e-3 and "
+              "0.2, gamma 0.98, lambda 0.8, VecNormalize; velocities dropped (2-D observations)"),
+    Published(_ZOO, "ppo", "PendulumNoVel-v1", None, None, None, None, _NOT_PUBLISHED, _ZOO_SRC,
+              "no RecurrentPPO row for PendulumNoVel-v1 in the stored benchmark.md nor a stored model card"),
     Published(_ZOO, "ppo", "Acrobot-v1", -73.506, 18.201, 1, 1_000_000, _ZOO_MEASURE, _ZOO_SRC,
               _ZOO_BASE + "; 2013 eval episodes"),
     Published(_ZOO, "ppo", "Pendulum-v1", -172.225, 104.159, 1, 100_000, _ZOO_MEASURE, _ZOO_SRC,

@@ -12,6 +12,8 @@ training (the runner's ``final_eval.json``). Suites:
   ``pip install 'zoo-rl[mujoco]'``.
 - ``ace``: SAC-ACE against SAC on Hopper-v5 and HalfCheetah-v5 at 200k env steps, the same settings but
   ``policy.type`` (the same entries as ``mujoco``'s: each trained once).
+- ``memory``: PPO with an LSTM, with a GRU, without memory and with 4 stacked frames on CartPoleNoVel-v1 (CartPole
+  without velocities), the same settings (configs/ppo_lstm_cartpole_novel.py) and a fixed 200k budget.
 - ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
   steps (the sac_pendulum config, whose runs are classic's ``sac_pendulum`` entry; HL-Gauss support [-1700, 0], the
   range of Pendulum's discounted returns).
@@ -69,6 +71,9 @@ _ACE_PAIRS = (
 _ACE_NO_RESET = Entry("sac_ace_noreset_halfcheetah", "sac_ace_halfcheetah.py",
                       ("policy.dormant_reset=false", *_sac_hopper("sac_ace", 200_000)), 35.0, seeds=10)
 
+# The memory suite's budget: rl-baselines3-zoo trains its RecurrentPPO for 100k steps; twice that, fixed.
+_NOVEL = (*_FIXED_BUDGET, *_EVAL, "pipeline.max_env_steps=200000", "pipeline.eval_every=100")
+
 SUITES: dict[str, tuple[Entry, ...]] = {
     "classic": (
         Entry("ppo_cartpole", "ppo_cartpole.py", (*_FIXED_BUDGET, *_EVAL), 0.3),
@@ -96,6 +101,13 @@ SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("td3_halfcheetah", "td3_hopper.py", ("env.id=HalfCheetah-v5", *_TD3_200K), 45.0),
     ),
     "ace": (*_ACE_PAIRS, _ACE_NO_RESET),
+    "memory": (  # the same settings, memory or not: CartPole whose observations hold no velocity (docs/memory.md)
+        Entry("ppo_lstm_cartpole_novel", "ppo_lstm_cartpole_novel.py", _NOVEL, 3.0),
+        Entry("ppo_gru_cartpole_novel", "ppo_lstm_cartpole_novel.py", ("policy.recurrent=gru", *_NOVEL), 5.0),
+        Entry("ppo_ff_cartpole_novel", "ppo_lstm_cartpole_novel.py", ("policy.recurrent=none", *_NOVEL), 1.5),
+        Entry("ppo_stack4_cartpole_novel", "ppo_lstm_cartpole_novel.py",
+              ("policy.recurrent=none", "env.kwargs={'frames': 4}", *_NOVEL), 1.5),
+    ),
     "hl_gauss": (
         _SAC_PENDULUM,  # the MSE baseline is classic's entry itself: trained once
         Entry("sac_hl_gauss_pendulum", "sac_pendulum.py",

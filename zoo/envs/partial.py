@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["PARTIAL_ENVS", "KeepObservations", "make_cartpole_novel", "make_pendulum_novel"]
+__all__ = ["PARTIAL_ENVS", "KeepObservations", "StackObservations", "make_cartpole_novel", "make_pendulum_novel"]
 
 
 class KeepObservations(gym.ObservationWrapper):
@@ -31,12 +31,34 @@ class KeepObservations(gym.ObservationWrapper):
         return np.asarray(observation)[self.keep]
 
 
+class StackObservations(gym.Wrapper):
+    """The last ``frames`` observations side by side, oldest first (the first one repeated before it), flattened;
+    plain numpy state, so that a checkpoint captures it."""
+
+    def __init__(self, env: gym.Env, frames: int) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        self.frames = frames
+        self.observation_space = gym.spaces.Box(np.tile(space.low, frames), np.tile(space.high, frames),
+                                                dtype=space.dtype)
+        self._stack = np.zeros((frames, *space.shape), dtype=space.dtype)
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self._stack[...] = obs
+        return self._stack.reshape(-1).copy(), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._stack[:-1] = self._stack[1:]
+        self._stack[-1] = obs
+        return self._stack.reshape(-1).copy(), reward, terminated, truncated, info
+
+
 def _stacked(env: gym.Env, frames: int) -> gym.Env:
     if int(frames) != frames or frames < 1:
         raise ValueError(f"frames must be a whole number of at least 1, got {frames!r}")
-    if frames == 1:
-        return env
-    return gym.wrappers.FlattenObservation(gym.wrappers.FrameStackObservation(env, int(frames)))
+    return env if frames == 1 else StackObservations(env, int(frames))
 
 
 def make_cartpole_novel(frames: int = 1, **kwargs: Any) -> gym.Env:
