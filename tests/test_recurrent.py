@@ -275,3 +275,29 @@ def test_numpy_acting_takes_the_torch_actors_actions_memories_and_values(env_id,
         for name in ("policy_output", "value"):
             torch.testing.assert_close(fast.extras[name], slow.extras[name], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(fast.memory, slow.memory, rtol=1e-5, atol=1e-5)
+
+
+def test_the_partially_observed_tasks_drop_the_velocities_and_stack_frames_picklably():
+    import pickle
+
+    from zoo.envs import EnvSpec
+
+    full = gym.make("CartPole-v1")
+    novel = EnvSpec("CartPoleNoVel-v1", {}, None).make()
+    stacked = EnvSpec("CartPoleNoVel-v1", {"frames": 3}, None).make()
+    seen, _ = full.reset(seed=4)
+    obs, _ = novel.reset(seed=4)
+    first, _ = stacked.reset(seed=4)
+    assert np.array_equal(obs, seen[[0, 2]]) and np.array_equal(first, np.tile(seen[[0, 2]], 3))
+    frames = [seen[[0, 2]]] * 3
+    for _ in range(4):
+        seen, *_ = full.step(1)
+        out, *_ = stacked.step(1)
+        frames = [*frames[1:], seen[[0, 2]]]
+        assert np.array_equal(out, np.concatenate(frames))  # oldest first
+    twin = pickle.loads(pickle.dumps(stacked))
+    assert np.array_equal(twin.step(0)[0], stacked.step(0)[0])
+    pendulum = EnvSpec("PendulumNoVel-v1", {}, None).make()
+    assert pendulum.observation_space.shape == (2,)
+    with pytest.raises(Exception, match="frames must be a whole number"):
+        EnvSpec("CartPoleNoVel-v1", {"frames": 0}, None).make()
