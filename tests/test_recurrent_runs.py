@@ -116,3 +116,38 @@ def test_ppo_with_an_lstm_learns_cartpole_without_velocities_where_feed_forward_
     feed_forward = train(config, [*common, "exp_name=ff", "policy.recurrent=none"])
     assert lstm["episode_return_mean"] >= 130.0, lstm
     assert feed_forward["episode_return_mean"] <= 80.0, feed_forward
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_export_takes_and_gives_the_state_and_its_check_carries_it(tmp_path, fmt):
+    from zoo.export.command import export_run
+    from zoo.export.formats import ExportedRunner
+
+    run = _run(tmp_path, policy={"recurrent": "gru" if fmt == "onnx" else "lstm"})
+    result = export_run(run, fmt, check=32)
+    assert result.state_shape == (2, 8 if fmt == "onnx" else 16) and result.checked == 32
+    agent = zoo.load(run)
+    runner = ExportedRunner(fmt, result.path.read_bytes(), ["obs", "state"], ("action", "state_out"))
+    env = EnvSpec("CartPoleNoVel-v1", {}, 30).make()
+    obs, _ = env.reset(seed=3)
+    state, exported, differ = None, np.zeros((1, *result.state_shape), np.float32), []
+    for _ in range(8):  # one episode's steps: the file with its state fed back equals predict with state
+        dropped = runner([obs[None].astype(np.float32), np.zeros_like(exported)])[1]  # the state dropped instead
+        action, state = agent.predict(obs, state=state)
+        got, exported = runner([obs[None].astype(np.float32), exported])
+        assert got[0] == action and np.allclose(exported[0], state, atol=1e-5)
+        differ.append(not np.allclose(dropped, exported, atol=1e-5))
+        obs, *_ = env.step(int(action))
+    assert not differ[0] and all(differ[1:])  # from the second step on, a dropped state is another state
+
+
+def test_the_export_check_fails_a_graph_that_drops_its_state(tmp_path, monkeypatch):
+    from zoo.export.command import ExportCheckError, export_run
+    from zoo.policies.memory import MemoryActingGraph
+
+    run = _run(tmp_path)
+    real = MemoryActingGraph.forward
+    monkeypatch.setattr(MemoryActingGraph, "forward", lambda self, obs, state: real(self, obs, state * 0.0))
+    with pytest.raises(ExportCheckError, match="differ from zoo.load.*at step 2 of 4 with state carried"):
+        export_run(run, "torchscript", check=16)
+    assert not (run / "export").exists()

@@ -46,6 +46,7 @@ class ExportResult:
     checked: int
     max_difference: float
     note: str | None = None
+    state_shape: tuple[int, ...] | None = None  # a recurrent policy's state (one observation's), input and output
 
 
 def sample_observations(spec: EnvSpec, count: int, seed: int, native: gym.Space | None = None) -> list[Any]:
@@ -125,12 +126,24 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, whi
     except ValueError as exc:
         raise ConfigError(f"cannot export '{run_path}': {exc}") from None
     normalization = None if obs_state is None else FrozenNormalization(obs_state)
-    graph = ExportGraph(ObservationInputs(inputs, tuple(policy.observation_space.shape)), normalization, acting)
+    recurrent = bool(getattr(policy, "recurrent", False))
+    graph = ExportGraph(ObservationInputs(inputs, tuple(policy.observation_space.shape)), normalization, acting,
+                        state=recurrent)
     observations = sample_observations(spec, max(check, 2), seed, native)
     arrays = graph_arrays(inputs, observations)
     names = [spec_.name for spec_ in inputs]
+    example = [torch.from_numpy(a[:2]) for a in arrays]
+    outputs: tuple[str, ...] = ("action",)
+    state_shape = None
+    if recurrent:  # traced with a state that is not zeros: the graph must read it
+        state_shape = tuple(policy.initial_memory(1).shape[1:])
+        example.append(torch.from_numpy(np.random.default_rng(seed).normal(0.0, 0.1, (2, *state_shape))
+                                        .astype(np.float32)))
+        names, outputs = [*names, "state"], ("action", "state_out")
     with torch.no_grad():
-        expected_action = graph(*[torch.from_numpy(a[:2]) for a in arrays])
+        expected_action = graph(*example)
+    if recurrent:
+        expected_action = expected_action[0]
     metadata = {
         "zoo_version": __version__, "run": str(run_path), "which": which, "policy": cfg.policy.type,
         "env_id": spec.id, "observation_normalization": normalization is not None,
@@ -138,8 +151,11 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, whi
         "action": {"dtype": str(expected_action.dtype).replace("torch.", ""),
                    "shape": ["N", *policy.action_space.shape], "space": str(policy.action_space)},
     }
+    if state_shape is not None:
+        metadata["state"] = {"input": "state", "output": "state_out", "dtype": "float32", "shape": ["N", *state_shape],
+                             "start": "zeros (an episode starting); pass state_out back with the next observation"}
     try:
-        data = graph_bytes(fmt, graph, [torch.from_numpy(a[:2]) for a in arrays], names, metadata)
+        data = graph_bytes(fmt, graph, example, names, metadata, outputs)
     except ZooError:
         raise
     except Exception as exc:  # a plugin's module that does not trace
@@ -149,12 +165,14 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path | None = None, whi
     difference = 0.0
     if check:
         agent = agent_of(cfg, policy, obs_state)
-        difference = _check(ExportedRunner(fmt, data, names), agent, observations[:check], arrays, check)
+        runner = ExportedRunner(fmt, data, names, outputs)
+        difference = (_check_with_state(runner, agent, observations[:check], arrays, check, state_shape)
+                      if state_shape is not None else _check(runner, agent, observations[:check], arrays, check))
     try:
         atomic_write_bytes(target, data)
     except OSError as exc:
         raise ZooError(f"cannot write '{target}' ({exc.strerror or first_line(exc)}): choose another --out") from None
-    return ExportResult(target, fmt, inputs, metadata["action"]["dtype"], check, difference, note)
+    return ExportResult(target, fmt, inputs, metadata["action"]["dtype"], check, difference, note, state_shape)
 
 
 def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays: list[np.ndarray],
@@ -186,19 +204,57 @@ def _check(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays
     return difference
 
 
+STATE_STEPS = 4  # steps of the check with state: each batch's state carried from the step before
+
+
+def _check_with_state(runner: ExportedRunner, agent: Agent, observations: list[Any], arrays: list[np.ndarray],
+                      count: int, state_shape: tuple[int, ...]) -> float:
+    """``_check`` for a recurrent policy: ``STATE_STEPS`` steps of the ``count`` observations (rotated by one at
+    each step), the exported file and ``agent.predict`` each carrying its own state from zeros; the actions and the
+    states must agree at every step (a state dropped or shifted on either side fails it)."""
+    exported = np.zeros((count, *state_shape), np.float32)
+    loaded = None
+    worst = 0.0
+    for step in range(STATE_STEPS):
+        rows = [np.roll(a[:count], step, axis=0) for a in arrays]
+        shown = observations[-step:] + observations[:-step] if step else observations
+        want, loaded = agent.predict(np.stack(shown) if isinstance(shown[0], np.ndarray) else shown, state=loaded)
+        got, exported = runner([*rows, exported])
+        for name, mine, theirs, integer in (("actions", got, want, np.issubdtype(want.dtype, np.integer)),
+                                            ("states", exported, loaded, False)):
+            if mine.shape != theirs.shape:
+                raise ExportCheckError(f"check failed: the exported {name} have shape {mine.shape} at step "
+                                       f"{step + 1} (zoo.load: {theirs.shape}); nothing written")
+            difference = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
+            limit = 0.0 if integer else CHECK_TOLERANCE + CHECK_RELATIVE * np.abs(theirs.astype(np.float64))
+            if (difference > limit).any():
+                raise ExportCheckError(f"check failed: the exported {name} differ from zoo.load(...).predict's at "
+                                       f"step {step + 1} of {STATE_STEPS} with state carried (max |difference| "
+                                       f"{float(difference.max()):.3g}); nothing written")
+            worst = max(worst, float(difference.max()))
+    return worst
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run ``zoo export`` with parsed ``args``; prints what it wrote and the check."""
     result = export_run(args.run_dir, args.format, args.out, args.which, args.check, args.trust_imports,
                         while_training=args.while_training)
     shown = ", ".join(f"{s.name} {s.dtype.name} {json.dumps(['N', *s.shape])}" for s in result.inputs)
     kind = f"ONNX opset {OPSET}" if result.fmt == "onnx" else "TorchScript"
-    print(f"wrote {result.path} ({kind}; inputs: {shown}; output: action {result.action_dtype})")
+    if result.state_shape is not None:
+        state = json.dumps(["N", *result.state_shape])
+        print(f"wrote {result.path} ({kind}; inputs: {shown}, state float32 {state}; outputs: action "
+              f"{result.action_dtype}, state_out float32 {state})")
+    else:
+        print(f"wrote {result.path} ({kind}; inputs: {shown}; output: action {result.action_dtype})")
     if result.checked:
         agree = ("identical" if result.action_dtype.startswith(("int", "uint")) else
                  f"max |difference| {result.max_difference:.2g} (limit {CHECK_TOLERANCE:g} + {CHECK_RELATIVE:g} x "
                  "|action|)")
-        print(f"check: {result.checked} observations (a batch, and one alone): actions {agree} against "
-              f"zoo.load('{args.run_dir}').predict")
+        how = (f"{result.checked} observations x {STATE_STEPS} steps, each side carrying its state: actions {agree}, "
+               f"states within {CHECK_TOLERANCE:g} + {CHECK_RELATIVE:g} x |state|" if result.state_shape is not None
+               else f"{result.checked} observations (a batch, and one alone): actions {agree}")
+        print(f"check: {how} against zoo.load('{args.run_dir}').predict")
     if result.note is not None:
         print(f"note: {result.note}")
     return 0

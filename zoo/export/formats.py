@@ -32,8 +32,9 @@ def _module(name: str, purpose: str) -> Any:
 
 
 def graph_bytes(fmt: str, graph: torch.nn.Module, example: list[torch.Tensor], names: list[str],
-                metadata: dict[str, Any]) -> bytes:
-    """``graph`` traced on ``example`` (one tensor per input, a batch of 2 or more) as a file of format ``fmt``."""
+                metadata: dict[str, Any], outputs: tuple[str, ...] = ("action",)) -> bytes:
+    """``graph`` traced on ``example`` (one tensor per input, a batch of 2 or more) as a file of format ``fmt``;
+    ``outputs`` names its outputs (a recurrent policy's: the actions and ``state_out``)."""
     graph.eval()
     if fmt == "torchscript":
         with warnings.catch_warnings():
@@ -44,10 +45,10 @@ def graph_bytes(fmt: str, graph: torch.nn.Module, example: list[torch.Tensor], n
         return buffer.getvalue()
     onnx = _module("onnx", "--format onnx")
     buffer = io.BytesIO()
-    axes = {name: {0: "batch"} for name in [*names, "action"]}
+    axes = {name: {0: "batch"} for name in [*names, *outputs]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(graph, tuple(example), buffer, dynamo=False, input_names=names, output_names=["action"],
+        torch.onnx.export(graph, tuple(example), buffer, dynamo=False, input_names=names, output_names=list(outputs),
                           dynamic_axes=axes, opset_version=OPSET)
     model = onnx.load_from_string(buffer.getvalue())
     kept = {value.name for value in model.graph.input}
@@ -60,10 +61,11 @@ def graph_bytes(fmt: str, graph: torch.nn.Module, example: list[torch.Tensor], n
 
 
 class ExportedRunner:
-    """Runs an exported file from its bytes: ``runner(arrays) -> actions`` (numpy in, numpy out)."""
+    """Runs an exported file from its bytes: ``runner(arrays) -> actions`` (numpy in, numpy out); with two
+    ``outputs`` (a recurrent policy's) ``-> (actions, state_out)``."""
 
-    def __init__(self, fmt: str, data: bytes, names: list[str]) -> None:
-        self.names = names
+    def __init__(self, fmt: str, data: bytes, names: list[str], outputs: tuple[str, ...] = ("action",)) -> None:
+        self.names, self.outputs = names, list(outputs)
         if fmt == "onnx":
             ort = _module("onnxruntime", "--check of an ONNX file (pass --check 0 to skip it)")
             options = ort.SessionOptions()
@@ -76,8 +78,11 @@ class ExportedRunner:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self._module = torch.jit.load(io.BytesIO(data))
 
-    def __call__(self, arrays: list[np.ndarray]) -> np.ndarray:
+    def __call__(self, arrays: list[np.ndarray]) -> Any:
         if self._session is not None:
-            return self._session.run(["action"], dict(zip(self.names, arrays)))[0]
-        with torch.no_grad():
-            return self._module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]).numpy()
+            found = self._session.run(self.outputs, dict(zip(self.names, arrays)))
+        else:
+            with torch.no_grad():
+                out = self._module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
+            found = [x.numpy() for x in out] if isinstance(out, (tuple, list)) else [out.numpy()]
+        return found[0] if len(found) == 1 else tuple(found)

@@ -149,16 +149,21 @@ class FrozenNormalization(nn.Module):
 
 
 class ExportGraph(nn.Module):
-    """Inputs -> flat float32 observations -> (normalisation) -> the policy's deterministic env actions."""
+    """Inputs -> flat float32 observations -> (normalisation) -> the policy's deterministic env actions. With
+    ``state`` (a recurrent policy's) the last input is the state and the outputs are the actions and the new state."""
 
-    def __init__(self, inputs: ObservationInputs, normalization: FrozenNormalization | None, acting: nn.Module) -> None:
+    def __init__(self, inputs: ObservationInputs, normalization: FrozenNormalization | None, acting: nn.Module,
+                 state: bool = False) -> None:
         super().__init__()
         self.observations = inputs
         self.normalization = normalization
         self.acting = acting
+        self.state = state
 
-    def forward(self, *arrays: torch.Tensor) -> torch.Tensor:
+    def forward(self, *arrays: torch.Tensor) -> Any:
+        if self.state:
+            *arrays, state = arrays
         obs = self.observations(*arrays)
         if self.normalization is not None:
             obs = self.normalization(obs)
-        return self.acting(obs)
+        return self.acting(obs, state) if self.state else self.acting(obs)

@@ -45,7 +45,7 @@ from ..rl_utils import (
 from ..sizes import check_parameter_memory
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .gsde import StateDependentNoise
-from .memory import MemoryLearning
+from .memory import MemoryActingGraph, MemoryLearning
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
 from .onpolicy import OnPolicyLearning, advantage_moments, normalize_advantage, normalize_with
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
@@ -327,9 +327,9 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
         return self._mode_to_env(self.model.policy_output(obs))
 
     def export_module(self) -> torch.nn.Module | None:
-        """``ActingGraph(self)``; None for a policy with memory (its export with the memory as input and output is
-        not written yet)."""
-        return None if self.recurrent else super().export_module()
+        """``ActingGraph(self)``; for a policy with memory ``MemoryActingGraph``: ``(obs, state) -> (actions,
+        state_out)``."""
+        return MemoryActingGraph(self) if self.recurrent else super().export_module()
 
     def _mode_to_env(self, output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
         """The env actions of the mode of a policy output: the argmax or the mean, through ``_to_env_tensor``."""

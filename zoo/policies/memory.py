@@ -78,6 +78,21 @@ def _at(output: torch.Tensor | dict[str, torch.Tensor], index: torch.Tensor) -> 
     return output.flatten(0, 1)[index]
 
 
+class MemoryActingGraph(torch.nn.Module):
+    """A recurrent policy's deterministic acting as a module for ``zoo export``: ``(obs, state) -> (actions,
+    state_out)``, the state as ``Agent.predict`` takes and returns it (zeros: an episode starting)."""
+
+    def __init__(self, policy: Any) -> None:
+        super().__init__()
+        self.model = policy.model
+        self._mode_to_env = policy._mode_to_env
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            output, _, memory = self.model(obs[None], state, value=False)
+            return self._mode_to_env(_first(output)), memory
+
+
 class MemoryLearning:
     """The recurrent side of ``ActorCriticPolicy`` (see the module docstring)."""
 
