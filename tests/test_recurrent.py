@@ -226,13 +226,15 @@ def test_bad_sequence_lengths_and_unsupported_combinations_are_refused_in_one_li
     with pytest.raises(ConfigError, match="use_sde does not combine with policy.recurrent"):
         env = gym.make("Pendulum-v1")
         new_policy(PPOPolicy, env.observation_space, env.action_space, recurrent="gru", use_sde=True)
-    from zoo.policies import ImpalaPolicy
 
-    with pytest.raises(ConfigError, match="ImpalaPolicy does not take policy.recurrent yet"):
-        _policy(ImpalaPolicy)
+    class NoMemory(PPOPolicy):
+        takes_memory = False
+
+    with pytest.raises(ConfigError, match="NoMemory does not take policy.recurrent yet"):
+        _policy(NoMemory)
     with pytest.raises(ConfigError, match="acts through memory_actor and act_with_memory"):
         _policy().collect(torch.zeros(2, 4))
-    assert _policy().export_module() is None
+    assert type(_policy().export_module()).__name__ == "MemoryActingGraph"
 
 
 def test_continuous_and_image_observations_act_and_learn():
@@ -301,3 +303,36 @@ def test_the_partially_observed_tasks_drop_the_velocities_and_stack_frames_pickl
     assert pendulum.observation_space.shape == (2,)
     with pytest.raises(Exception, match="frames must be a whole number"):
         EnvSpec("CartPoleNoVel-v1", {"frames": 0}, None).make()
+
+
+@pytest.mark.parametrize("env_id,kind", [("CartPole-v1", "lstm"), ("Pendulum-v1", "gru")])
+def test_impala_learner_re_runs_each_unroll_from_its_actors_memory_through_the_slots(env_id, kind):
+    """An actor's unrolls carry the memory at their start and the episode starts; through the shared-memory slots
+    (two unrolls side by side) the learner's re-run gives the behaviour outputs the actor recorded (the same
+    weights), the Gaussian mean bounded as the actor bounded it."""
+    from zoo.pipelines.actor_learner.transport import UnrollSlots
+    from zoo.policies import ImpalaPolicy
+
+    env = gym.make(env_id)
+    policy = new_policy(ImpalaPolicy, env.observation_space, env.action_space, recurrent=kind, recurrent_size=8,
+                        hidden_sizes=[8])
+    assert "sequence_length" not in policy.cfg
+    collector = VectorCollector(env_id, 2, seed=3, vector_mode="sync", max_episode_steps=5)
+    collector.rollout(policy, 4)  # the next unrolls start with memory carried in (mid-episode)
+    unrolls = [collector.rollout(policy, 6).to_unroll(version) for version in (1, 2)]
+    assert all(u.memory is not None and u.episode_start.shape == (7, 2) for u in unrolls)
+    assert bool(unrolls[0].memory.abs().sum() > 0) and not bool(unrolls[0].valid.all())
+    slots = UnrollSlots(3, UnrollSlots.specs(unrolls[0]))
+    slots.write(2, unrolls[0])
+    slots.write(0, unrolls[1])
+    batch = slots.read([2, 0])
+    assert torch.equal(batch.memory, torch.cat([u.memory for u in unrolls]))
+    assert torch.equal(batch.episode_start, torch.cat([u.episode_start for u in unrolls], 1))
+    columns = policy.learning_columns(batch)
+    with torch.no_grad():
+        output, _, _ = policy.model(columns["obs"], columns["memory"], columns["episode_start"], final=False)
+    output = policy.acting_output(output)
+    packed = output if policy.discrete else torch.cat([output["mu"], output["sigma"]], -1)
+    torch.testing.assert_close(packed[:6], columns["policy_output"], rtol=1e-5, atol=1e-5)
+    metrics = policy.learn(batch, _context())
+    assert np.isfinite(metrics["policy_loss"])

@@ -151,3 +151,16 @@ def test_the_export_check_fails_a_graph_that_drops_its_state(tmp_path, monkeypat
     with pytest.raises(ExportCheckError, match="differ from zoo.load.*at step 2 of 4 with state carried"):
         export_run(run, "torchscript", check=16)
     assert not (run / "export").exists()
+
+
+@pytest.mark.parametrize("kind,config", [("lstm", "impala_cartpole.py"), ("gru", "impala_pendulum.py")])
+def test_impala_actors_carry_the_memory_and_the_learner_re_runs_their_unrolls(tmp_path, kind, config):
+    env = "CartPoleNoVel-v1" if "cartpole" in config else "PendulumNoVel-v1"
+    path = Path(__file__).resolve().parents[1] / "configs" / config
+    summary = train(path, [f"runs_dir={tmp_path}", f"policy.recurrent={kind}", f"env.id={env}",
+                           "policy.recurrent_size=16", "pipeline.max_env_steps=4000", "pipeline.eval_every=0"])
+    assert summary["env_steps"] >= 4000
+    rows = metrics_rows(Path(summary["run_dir"]))
+    assert all(np.isfinite(row["policy_loss"]) for row in rows if "policy_loss" in row)
+    weights = torch.load(Path(summary["run_dir"]) / "model.pt", weights_only=True)["policy"]["model"]
+    assert any(name.startswith("critic_core.rnn.") for name in weights)

@@ -127,7 +127,8 @@ class Rollout:
         return Unroll(
             obs=torch.cat([self.obs, self.last_obs.unsqueeze(0)]), action=self.action, reward=self.reward,
             terminated=self.terminated, truncated=self.truncated, valid=self.valid,
-            behaviour=dict(self.extras), policy_version=policy_version,
+            behaviour=dict(self.extras), policy_version=policy_version, episode_start=self.episode_start,
+            memory=None if self.memory is None else self.memory[0],
         )
 
 
@@ -139,6 +140,9 @@ class Unroll:
     so the learner can bootstrap every step, including truncated ones, from the unroll alone. ``behaviour``
     holds the behaviour policy's outputs per step (logits, or mu and sigma) for importance weights, and
     ``policy_version`` the learner version whose weights produced them (for the policy-lag metric).
+    A recurrent policy's unroll also holds ``episode_start`` ``(T + 1, B)`` (as ``Rollout.episode_start``) and
+    ``memory`` ``(B, *memory_shape)``, the memory before its first observation: the learner re-runs the unroll from
+    it (None for feed-forward policies).
     """
 
     obs: torch.Tensor
@@ -149,6 +153,8 @@ class Unroll:
     valid: torch.Tensor
     behaviour: dict[str, torch.Tensor]
     policy_version: int
+    episode_start: torch.Tensor | None = None
+    memory: torch.Tensor | None = None
 
     @property
     def steps(self) -> int:
@@ -164,6 +170,8 @@ class Unroll:
             terminated=self.terminated.to(device), truncated=self.truncated.to(device), valid=self.valid.to(device),
             behaviour={key: value.to(device) for key, value in self.behaviour.items()},
             policy_version=self.policy_version,
+            episode_start=None if self.episode_start is None else self.episode_start.to(device),
+            memory=None if self.memory is None else self.memory.to(device),
         )
 
 

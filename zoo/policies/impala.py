@@ -25,9 +25,8 @@ from .onpolicy import ONPOLICY_COMPILE_FIELD
 class ImpalaPolicy(ActorCriticPolicy):
     """Actor-critic with V-trace targets for Discrete and Box actions (runs on ``parallel_async``)."""
 
-    takes_memory: ClassVar[bool] = False  # its actors and unrolls carry no memory yet
-
     pipelines: ClassVar[tuple[str, ...]] = ("parallel_async",)
+    learns_in_chunks: ClassVar[bool] = False  # with memory: each whole unroll re-run from its stored memory
     # Discrete actors act in numpy (zoo.policies.numpy_actor samples as ``collect`` does); Gaussian ones through
     # ``collect``, whose mean may be squashed into the bounds (``bound_mean``), which the numpy actor does not do.
     numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete",)
@@ -55,7 +54,8 @@ class ImpalaPolicy(ActorCriticPolicy):
         "compile": ONPOLICY_COMPILE_FIELD,
     }
     # gSDE's per-sub-env exploration matrices live with a collector; IMPALA's actors act apart from the learner.
-    for _key in ("use_sde", "sde_sample_freq", "full_std"):
+    # A recurrent learner re-runs each whole unroll from its stored memory: no chunks (sequence_length).
+    for _key in ("use_sde", "sde_sample_freq", "full_std", "sequence_length"):
         del fields[_key]
     del _key
 
@@ -69,10 +69,16 @@ class ImpalaPolicy(ActorCriticPolicy):
         squashed = low + (high - low) * (torch.tanh(output["mu"]) + 1.0) / 2.0
         return {"mu": torch.where(finite, squashed, output["mu"]), "sigma": output["sigma"]}
 
+    def acting_output(self, output: Any) -> Any:
+        """A recurrent policy's acting output, the mean bounded as in ``collect``."""
+        return self._bounded(output)
+
     @torch.no_grad()
     def collect(self, obs: torch.Tensor) -> CollectOutput:
         """Sampled actions and the behaviour policy's output (``policy_output``: logits, or mu and sigma
         concatenated); no value, so acting needs only the actor's weights."""
+        if self.recurrent:
+            return super().collect(obs)  # refused: a recurrent policy acts through memory_actor
         output = self._bounded(self.model.policy_output(obs))
         if self.discrete:
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)  # Gumbel-max sample
@@ -84,6 +90,8 @@ class ImpalaPolicy(ActorCriticPolicy):
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The mode's env actions as a tensor, the mean bounded as in ``collect`` (traceable, for ``zoo export``)."""
+        if self.recurrent:
+            return super().deterministic_action(obs)  # refused: a recurrent policy acts with its memory
         return self._mode_to_env(self._bounded(self.model.policy_output(obs)))
 
     def process_rollout(self, rollout: Rollout) -> Rollout:
@@ -96,9 +104,12 @@ class ImpalaPolicy(ActorCriticPolicy):
         if isinstance(batch, Rollout):
             batch = batch.to_unroll(0)
         batch = batch.to(self.device)  # actors ship CPU tensors; every one of them meets the learner's outputs
+        memory = {} if batch.memory is None else {"memory": batch.memory, "episode_start": batch.episode_start}
+        if self.recurrent and not memory:
+            raise ValueError("a recurrent IMPALA learner needs unrolls with their memory (collected by memory_actor)")
         return {"obs": batch.obs, "action": batch.action, "policy_output": batch.behaviour["policy_output"],
                 "reward": batch.reward, "terminated": batch.terminated, "truncated": batch.truncated,
-                "valid": batch.valid}
+                "valid": batch.valid, **memory}
 
     def samples_in(self, columns: dict[str, torch.Tensor]) -> int:
         return columns["reward"].numel()
@@ -112,7 +123,10 @@ class ImpalaPolicy(ActorCriticPolicy):
         episode flags, rl_utils' V-trace loss, the optimiser step."""
         cfg = self.cfg
         steps = batch["reward"].shape[0]
-        output, value = self.model(batch["obs"])
+        if self.recurrent:  # each unroll re-run from the memory its actor had at its start (zoo.policies.memory)
+            output, value, _ = self.model(batch["obs"], batch["memory"], batch["episode_start"], final=False)
+        else:
+            output, value = self.model(batch["obs"])
         output = self._bounded(output)
         if self.discrete:
             target = output[:steps]

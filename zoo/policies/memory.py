@@ -18,7 +18,7 @@ the feed-forward path. With a core (``zoo.policies.recurrent``):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ class MemoryActor:
         memory = self.memory * (~start).to(self.memory.dtype)[:, None, None]
         self.memories.append(memory)
         output, value, self.memory = policy.model(torch.from_numpy(obs).to(self._device)[None], memory)
-        action, packed = policy.sample_output(_first(output))
+        action, packed = policy.sample_output(policy.acting_output(_first(output)))
         self._actions.append(action)
         self._outputs.append(packed)
         self._values.append(value[0])
@@ -86,15 +86,20 @@ class MemoryActingGraph(torch.nn.Module):
         super().__init__()
         self.model = policy.model
         self._mode_to_env = policy._mode_to_env
+        self._acting_output = policy.acting_output
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
             output, _, memory = self.model(obs[None], state, value=False)
-            return self._mode_to_env(_first(output)), memory
+            return self._mode_to_env(self._acting_output(_first(output))), memory
 
 
 class MemoryLearning:
     """The recurrent side of ``ActorCriticPolicy`` (see the module docstring)."""
+
+    # Whether a recurrent learner learns on chunks of the rollout (``learning_columns``, ``gather``); IMPALA's learns
+    # on whole unrolls, its own columns.
+    learns_in_chunks: ClassVar[bool] = True
 
     cfg: Any
     model: Any
@@ -104,6 +109,11 @@ class MemoryLearning:
     def recurrent(self) -> bool:
         """Whether this policy has a recurrent core (``policy.recurrent`` lstm or gru)."""
         return self.cfg.get("recurrent", "none") != "none"
+
+    def acting_output(self, output: Any) -> Any:
+        """The policy output acting samples from (one step's, ``(B, ...)``): the model's as it is; IMPALA bounds
+        its Gaussian mean here as its ``collect`` does."""
+        return output
 
     def initial_memory(self, num_envs: int) -> torch.Tensor:
         """Zeros: the memory of ``num_envs`` envs starting episodes, ``(num_envs, *memory_shape)``."""
@@ -117,8 +127,10 @@ class MemoryLearning:
         self.check_rollout_steps(steps)
         model = self.model
         weight = model.policy_head.weight
+        kind = "discrete" if model.discrete else "gaussian"
         if (self.cfg.get("numpy_acting", True) and model.encoder is None and model.nvec is None
-                and weight.device.type == "cpu" and weight.dtype == torch.float32):
+                and kind in getattr(self, "numpy_rollout_actions", ()) and weight.device.type == "cpu"
+                and weight.dtype == torch.float32):
             to_env = None if self.discrete and self._action_start is None else self._to_env
             return NumpyMemoryActor(model, steps, num_envs, memory, to_env)
         return MemoryActor(self, steps, num_envs, memory)
@@ -142,7 +154,7 @@ class MemoryLearning:
             start = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.device)
             memory = memory * (~start).to(memory.dtype)[:, None, None]
         output, _, memory = self.model(obs[None], memory, value=False)
-        output = _first(output)
+        output = self.acting_output(_first(output))
         if deterministic:
             return self._mode_to_env(output).cpu().numpy(), memory
         action, _ = self.sample_output(output)
@@ -158,7 +170,7 @@ class MemoryLearning:
 
     # -- learning ----------------------------------------------------------------------------------------
     def learning_columns(self, batch: Any) -> dict[str, torch.Tensor]:
-        if not self.recurrent:
+        if not (self.recurrent and self.learns_in_chunks):
             return super().learning_columns(batch)  # type: ignore[misc]
         chunks = batch.sequences(int(self.cfg.sequence_length))
         names = ("obs", "memory", "episode_start", "valid", "action", "policy_output", "value", "advantage",
@@ -173,7 +185,7 @@ class MemoryLearning:
 
     def gather(self, columns: dict[str, torch.Tensor], index: torch.Tensor | None,
                moments: tuple[torch.Tensor, torch.Tensor] | None, scheduled: dict[str, Any]) -> dict[str, Any]:
-        if not self.recurrent:
+        if not (self.recurrent and self.learns_in_chunks):
             return super().gather(columns, index, moments, scheduled)  # type: ignore[misc]
         chunks = {name: column if index is None else column[index] for name, column in columns.items()}
         valid = chunks["valid"].reshape(-1)

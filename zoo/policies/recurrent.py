@@ -180,6 +180,8 @@ class RecurrentActorCritic(nn.Module):
         return output, heads._value(heads._mlp(heads._critic_hidden, critic)), both
 
     def actor_parameters(self) -> dict[str, torch.Tensor]:
-        """The parameters acting needs (encoder, the actor's core, trunk, policy head, log-std) by state_dict name."""
-        prefixes = ("encoder.", "actor_core.", "heads.actor_trunk.", "heads.policy_head.", "heads.log_std")
+        """The parameters acting needs (encoder, the cores, the actor's trunk, policy head, log-std) by state_dict
+        name: the critic's core too, whose memory acting carries for the learner (IMPALA's actors)."""
+        prefixes = ("encoder.", "actor_core.", "critic_core.", "heads.actor_trunk.", "heads.policy_head.",
+                    "heads.log_std")
         return {name: p for name, p in self.named_parameters() if name.startswith(prefixes)}

@@ -37,8 +37,9 @@ FieldSpecs = dict[str, tuple[tuple[int, ...], torch.dtype]]
 
 def unroll_fields(unroll: Unroll) -> dict[str, torch.Tensor]:
     """An unroll's per-step tensors by slot field name (``behaviour.<name>`` for the behaviour outputs)."""
+    memory = {} if unroll.memory is None else {"episode_start": unroll.episode_start, "memory": unroll.memory}
     return {"obs": unroll.obs, "action": unroll.action, "reward": unroll.reward, "terminated": unroll.terminated,
-            "truncated": unroll.truncated, "valid": unroll.valid,
+            "truncated": unroll.truncated, "valid": unroll.valid, **memory,
             **{f"behaviour.{name}": x for name, x in unroll.behaviour.items()}}
 
 
@@ -69,15 +70,25 @@ def actor_layout(cfg: EasyDict) -> ActorLayout:
         actor = build_policy(cfg, observation_space, action_space, "cpu", acting_only=True)
         obs = torch.as_tensor(np.stack([observation_space.sample() for _ in range(pipe.num_envs)]),
                               dtype=torch.float32)
-        out = actor.collect(obs)
-    raw = torch.as_tensor(out.action) if out.raw_action is None else out.raw_action.cpu()
+        memory = None
+        if getattr(actor, "recurrent", False):  # one step of its memory actor shapes the extras
+            acting = actor.memory_actor(1, pipe.num_envs, None)
+            acting.act(0, obs.numpy(), np.ones(pipe.num_envs, dtype=bool))
+            raw, extras = acting.finish()
+            raw, extras = raw[0], {name: x[0] for name, x in extras.items()}
+            memory = actor.initial_memory(pipe.num_envs)
+        else:
+            out = actor.collect(obs)
+            raw = torch.as_tensor(out.action) if out.raw_action is None else out.raw_action.cpu()
+            extras = out.extras
     steps, envs = pipe.unroll_length, pipe.num_envs
     flags = torch.zeros((steps, envs), dtype=torch.bool)
     template = Unroll(
         obs=torch.zeros((steps + 1, *obs.shape)), action=torch.zeros((steps, *raw.shape), dtype=raw.dtype),
         reward=torch.zeros((steps, envs)), terminated=flags, truncated=flags, valid=flags,
-        behaviour={name: torch.zeros((steps, *x.shape), dtype=x.dtype) for name, x in out.extras.items()},
-        policy_version=0,
+        behaviour={name: torch.zeros((steps, *x.shape), dtype=x.dtype) for name, x in extras.items()},
+        policy_version=0, episode_start=None if memory is None else torch.zeros((steps + 1, envs), dtype=torch.bool),
+        memory=memory,
     )
     weights = {name: tuple(t.shape) for name, t in actor.actor_state_dict().items()}
     return ActorLayout(observation_space, action_space, UnrollSlots.specs(template), weights)
@@ -120,12 +131,15 @@ class UnrollSlots:
 
         def gather(name: str) -> torch.Tensor:
             x = self.tensors[name].index_select(0, index)  # (n, T, B, ...) -> (T, n * B, ...)
+            if name == "memory":  # (n, B, ...) -> (n * B, ...): no time axis
+                return x.flatten(0, 1)
             return x.transpose(0, 1).flatten(1, 2) if len(slots) > 1 else x[0]
 
         behaviour = {name.split(".", 1)[1]: gather(name) for name in self.tensors if name.startswith("behaviour.")}
+        memory = {name: gather(name) for name in ("episode_start", "memory") if name in self.tensors}
         return Unroll(obs=gather("obs"), action=gather("action"), reward=gather("reward"),
                       terminated=gather("terminated"), truncated=gather("truncated"), valid=gather("valid"),
-                      behaviour=behaviour, policy_version=int(self.version[index].min()))
+                      behaviour=behaviour, policy_version=int(self.version[index].min()), **memory)
 
 
 class WeightBoard:
