@@ -27,7 +27,7 @@ from torch import nn
 
 from .networks import ActorCritic
 
-__all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore"]
+__all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore", "Segments"]
 
 RECURRENT_KINDS = ("none", "lstm", "gru")
 
@@ -74,18 +74,19 @@ class RecurrentCore(nn.Module):
         return state.transpose(0, 1)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, episode_start: torch.Tensor | None = None,
-                final: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                final: bool = True, segments: Segments | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Unroll over ``x`` ``(T, B, input_dim)`` from ``memory`` ``(B, layers, S)``, zeroing the memory before each
         step whose ``episode_start`` ``(T, B)`` is set (None: no episode starts). Returns the last layer's outputs
         ``(T, B, hidden)`` and the memory after the last step (None where ``final`` is False: learning needs the
-        outputs only, and episodes starting inside the sequences then run as segments, one fused call)."""
+        outputs only, and episodes starting inside the sequences then run as segments, one fused call; ``segments``:
+        their layout and padded inputs where the caller made them already, for several cores on the same inputs)."""
         if episode_start is not None:
             memory = memory * (~episode_start[0]).to(memory.dtype)[:, None, None]
         if episode_start is None or x.shape[0] == 1 or not bool(episode_start[1:].any()):
             out, state = self.rnn(x, self._state(memory))
             return out, self._memory(state)
         if not final:
-            return self._segments(x, memory, episode_start), None
+            return self.run_segments(segments or Segments(x, episode_start), memory), None
         outputs = []
         for t in range(x.shape[0]):  # step by step: the memory is wanted after the last step
             if t:
@@ -95,23 +96,32 @@ class RecurrentCore(nn.Module):
             outputs.append(out)
         return torch.cat(outputs), memory
 
-    def _segments(self, x: torch.Tensor, memory: torch.Tensor, episode_start: torch.Tensor) -> torch.Tensor:
+    def run_segments(self, segments: Segments, memory: torch.Tensor) -> torch.Tensor:
         """``forward``'s outputs where episodes start inside the sequences: every segment between two starts is a
         sequence of its own, from the memory carried in (a sequence's first segment) or zeros, all of them in one
         zero-padded batch (a segment's outputs never depend on the padding after it)."""
-        steps, batch = episode_start.shape
+        starts = memory.new_zeros(segments.count, self.layers, self.state_size).index_put((segments.first,), memory)
+        out, _ = self.rnn(segments.padded, self._state(starts))
+        return out[segments.offset, segments.segment].reshape(segments.batch, segments.steps, -1).transpose(0, 1)
+
+
+class Segments:
+    """The segments of sequences ``x`` ``(T, B, ...)`` cut at ``episode_start`` ``(T, B)``: each segment's index of
+    every (sequence, step), sequence-major (``segment``), the step's offset in it (``offset``), each sequence's first
+    segment (``first``), and ``padded``: the inputs as ``(longest, count, ...)`` segments, zeros after each end."""
+
+    def __init__(self, x: torch.Tensor, episode_start: torch.Tensor) -> None:
+        self.steps, self.batch = episode_start.shape
         begins = episode_start.t().clone()  # (B, T): a segment begins at each start and at each sequence's first step
         begins[:, 0] = True
         flat = begins.reshape(-1)
-        segment = flat.cumsum(0) - 1  # the segment of every (sequence, step), sequence-major
-        first = torch.nonzero(flat).squeeze(1)  # the flat position where each segment begins
-        offset = torch.arange(flat.numel(), device=x.device) - first[segment]
-        count, longest = len(first), int(offset.max()) + 1
-        padded = x.new_zeros(longest, count, x.shape[-1]).index_put(
-            (offset, segment), x.transpose(0, 1).reshape(-1, x.shape[-1]))
-        starts = memory.new_zeros(count, self.layers, self.state_size).index_put((segment[::steps],), memory)
-        out, _ = self.rnn(padded, self._state(starts))
-        return out[offset, segment].reshape(batch, steps, -1).transpose(0, 1)
+        self.segment = flat.cumsum(0) - 1
+        beginning = torch.nonzero(flat).squeeze(1)  # the flat position where each segment begins
+        self.offset = torch.arange(flat.numel(), device=x.device) - beginning[self.segment]
+        self.count, longest = len(beginning), int(self.offset.max()) + 1
+        self.first = self.segment[:: self.steps]
+        self.padded = x.new_zeros(longest, self.count, x.shape[-1]).index_put(
+            (self.offset, self.segment), x.transpose(0, 1).reshape(-1, x.shape[-1]))
 
 
 class RecurrentActorCritic(nn.Module):
@@ -164,7 +174,11 @@ class RecurrentActorCritic(nn.Module):
                             "(an update calls self.forward_batch(batch), zoo.policies.memory)")
         features = self._features(obs)
         layers, heads = self.layers, self.heads
-        actor, actor_memory = self.actor_core(features, memory[:, :layers], episode_start, final)
+        segments = None  # two cores on the same inputs: the segments cut once (learning, episodes starting inside)
+        if (not final and self.critic_core is not None and value and episode_start is not None
+                and features.shape[0] > 1 and bool(episode_start[1:].any())):
+            segments = Segments(features, episode_start)
+        actor, actor_memory = self.actor_core(features, memory[:, :layers], episode_start, final, segments)
         if self.critic_core is None:
             if heads.shared:
                 latent = heads._mlp(heads._actor_hidden, actor)
@@ -175,7 +189,7 @@ class RecurrentActorCritic(nn.Module):
         output = heads._policy(heads._mlp(heads._actor_hidden, actor))
         if not value:
             return output, None, None if actor_memory is None else torch.cat([actor_memory, memory[:, layers:]], 1)
-        critic, critic_memory = self.critic_core(features, memory[:, layers:], episode_start, final)
+        critic, critic_memory = self.critic_core(features, memory[:, layers:], episode_start, final, segments)
         both = None if actor_memory is None else torch.cat([actor_memory, critic_memory], 1)
         return output, heads._value(heads._mlp(heads._critic_hidden, critic)), both
 
