@@ -13,7 +13,8 @@ training (the runner's ``final_eval.json``). Suites:
 - ``ace``: SAC-ACE against SAC on Hopper-v5 and HalfCheetah-v5 at 200k env steps, the same settings but
   ``policy.type`` (the same entries as ``mujoco``'s: each trained once).
 - ``memory``: PPO with an LSTM, with a GRU, without memory and with 4 stacked frames on CartPoleNoVel-v1 (CartPole
-  without velocities), the same settings (configs/ppo_lstm_cartpole_novel.py) and a fixed 200k budget.
+  without velocities), the same settings (configs/ppo_lstm_cartpole_novel.py) and a fixed 200k budget; PPO with an
+  LSTM and without memory on PendulumNoVel-v1 (configs/ppo_lstm_pendulum_novel.py, 300k).
 - ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
   steps (the sac_pendulum config, whose runs are classic's ``sac_pendulum`` entry; HL-Gauss support [-1700, 0], the
   range of Pendulum's discounted returns).
@@ -107,6 +108,9 @@ SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("ppo_ff_cartpole_novel", "ppo_lstm_cartpole_novel.py", ("policy.recurrent=none", *_NOVEL), 1.5),
         Entry("ppo_stack4_cartpole_novel", "ppo_lstm_cartpole_novel.py",
               ("policy.recurrent=none", "env.kwargs={'frames': 4}", *_NOVEL), 1.5),
+        Entry("ppo_lstm_pendulum_novel", "ppo_lstm_pendulum_novel.py", (*_EVAL, "pipeline.eval_every=20"), 3.0),
+        Entry("ppo_ff_pendulum_novel", "ppo_lstm_pendulum_novel.py",
+              ("policy.recurrent=none", *_EVAL, "pipeline.eval_every=20"), 1.2),
     ),
     "hl_gauss": (
         _SAC_PENDULUM,  # the MSE baseline is classic's entry itself: trained once
