@@ -45,11 +45,10 @@ from ..rl_utils import (
 from ..sizes import check_parameter_memory
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .gsde import StateDependentNoise
-from .memory import MemoryActingGraph, MemoryLearning
+from .memory import MEMORY_FIELDS, MemoryActingGraph, MemoryLearning
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
 from .onpolicy import OnPolicyLearning, advantage_moments, normalize_advantage, normalize_with
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
-from .recurrent import RECURRENT_KINDS, RecurrentActorCritic
 
 __all__ = ["ActorCriticPolicy", "advantage_moments", "normalize_advantage", "normalize_with"]
 
@@ -88,8 +87,6 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
     numpy_rollout_actions: ClassVar[tuple[str, ...]] = ("discrete", "gaussian")
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_onpolicy", "parallel_sync")
-    # Whether this learner takes ``policy.recurrent`` (zoo.policies.memory: its update reads ``forward_batch``).
-    takes_memory: ClassVar[bool] = True
     # The learner state (zoo.policies.state): the networks and gSDE's exploration matrices act; the optimiser learns.
     acting_parts: ClassVar[tuple[str, ...]] = ("model", "sde_noise")
     learning_parts: ClassVar[tuple[str, ...]] = ("optimizer",)
@@ -119,13 +116,7 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
         "full_std": Field(True, "gSDE: a std per latent feature and action dimension (False: per latent feature)",
                           frozen=True),
         "ortho_init": Field(True, "orthogonal initialisation of the layers (False: torch's default)", frozen=True),
-        "recurrent": Field("none", "memory: a recurrent core after the encoder (none, lstm, gru; "
-                           "zoo.policies.recurrent)", choices=RECURRENT_KINDS, frozen=True),
-        "recurrent_size": Field(64, "recurrent core: hidden units per layer", range=(1, 100_000), frozen=True),
-        "recurrent_layers": Field(1, "recurrent core: stacked layers", range=(1, 16), frozen=True),
-        "recurrent_shared": Field(False, "recurrent core: one for actor and critic (else one each)", frozen=True),
-        "sequence_length": Field(16, "recurrent core: steps per learning chunk (must divide pipeline.rollout_steps; "
-                                 "a minibatch is minibatch_size // sequence_length chunks)", range=(1, None)),
+        **MEMORY_FIELDS,
     }
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -173,15 +164,7 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
         if cfg.get("use_sde", False) and not isinstance(action_space, gym.spaces.Box):
             raise ConfigError(f"policy.use_sde needs Box actions, not {action_space}: set policy.use_sde=false")
         if self.recurrent:
-            if not self.takes_memory:
-                raise ConfigError(f"{type(self).__name__} does not take policy.recurrent yet: set policy.recurrent="
-                                  f"none, or use ppo, a2c or dppo")
-            if cfg.get("use_sde", False):
-                raise ConfigError("policy.use_sde does not combine with policy.recurrent: set one of them off")
-            self.model = RecurrentActorCritic(
-                observation_space, action_space, hidden, cfg.activation, cfg.recurrent, int(cfg.recurrent_size),
-                int(cfg.recurrent_layers), bool(cfg.recurrent_shared), cfg.shared_network, cfg.init_log_std, encoder,
-                bool(cfg.get("ortho_init", True))).to(self.device)
+            self.model = self.memory_model(observation_space, action_space, encoder).to(self.device)
         else:
             self.model = ActorCritic(
                 observation_space, action_space, hidden, cfg.activation, cfg.shared_network, cfg.init_log_std,

@@ -20,12 +20,26 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from ..accel.numpy_memory import NumpyMemoryActor
+from ..config.schema import Field
 from ..data import Rollout
 from ..errors import ConfigError
+from .recurrent import RECURRENT_KINDS, RecurrentActorCritic
+
+# The keys of memory, among every ActorCriticPolicy's (zoo config ppo shows them).
+MEMORY_FIELDS = {
+    "recurrent": Field("none", "memory: a recurrent core after the encoder (none, lstm, gru; "
+                       "zoo.policies.recurrent)", choices=RECURRENT_KINDS, frozen=True),
+    "recurrent_size": Field(64, "recurrent core: hidden units per layer", range=(1, 100_000), frozen=True),
+    "recurrent_layers": Field(1, "recurrent core: stacked layers", range=(1, 16), frozen=True),
+    "recurrent_shared": Field(False, "recurrent core: one for actor and critic (else one each)", frozen=True),
+    "sequence_length": Field(16, "recurrent core: steps per learning chunk (must divide pipeline.rollout_steps; "
+                             "a minibatch is minibatch_size // sequence_length chunks)", range=(1, None)),
+}
 
 # The per-step columns the core reads in sequence form; every other column is flattened to the valid steps.
 SEQUENCE_COLUMNS = ("obs", "memory", "episode_start", "valid")
@@ -104,11 +118,28 @@ class MemoryLearning:
     cfg: Any
     model: Any
     device: torch.device
+    # Whether this learner takes ``policy.recurrent`` (its update reads ``forward_batch``); False: the key is refused.
+    takes_memory: ClassVar[bool] = True
 
     @property
     def recurrent(self) -> bool:
         """Whether this policy has a recurrent core (``policy.recurrent`` lstm or gru)."""
         return self.cfg.get("recurrent", "none") != "none"
+
+    def memory_model(self, observation_space: gym.Space, action_space: gym.Space,
+                     encoder: torch.nn.Module | None) -> RecurrentActorCritic:
+        """The recurrent model of ``policy.recurrent`` (refused in one line where this learner takes no memory or
+        with gSDE)."""
+        cfg = self.cfg
+        if not self.takes_memory:
+            raise ConfigError(f"{type(self).__name__} does not take policy.recurrent yet: set policy.recurrent=none, "
+                              f"or use ppo, a2c, dppo or impala")
+        if cfg.get("use_sde", False):
+            raise ConfigError("policy.use_sde does not combine with policy.recurrent: set one of them off")
+        return RecurrentActorCritic(
+            observation_space, action_space, list(cfg.hidden_sizes), cfg.activation, cfg.recurrent,
+            int(cfg.recurrent_size), int(cfg.recurrent_layers), bool(cfg.recurrent_shared), cfg.shared_network,
+            cfg.init_log_std, encoder, bool(cfg.get("ortho_init", True)))
 
     def acting_output(self, output: Any) -> Any:
         """The policy output acting samples from (one step's, ``(B, ...)``): the model's as it is; IMPALA bounds
