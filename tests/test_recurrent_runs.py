@@ -164,3 +164,17 @@ def test_impala_actors_carry_the_memory_and_the_learner_re_runs_their_unrolls(tm
     assert all(np.isfinite(row["policy_loss"]) for row in rows if "policy_loss" in row)
     weights = torch.load(Path(summary["run_dir"]) / "model.pt", weights_only=True)["policy"]["model"]
     assert any(name.startswith("critic_core.rnn.") for name in weights)
+
+
+def test_bad_memory_keys_stop_zoo_run_in_one_line_before_any_run_directory(tmp_path, capsys):
+    config = tmp_path / "c.py"
+    config.write_text(f"config = {({**RUN, 'runs_dir': str(tmp_path / 'runs')})!r}\n")
+    for sets, wanted in ((["policy.sequence_length=3"], "policy.sequence_length=3 does not divide "
+                                                        "pipeline.rollout_steps=8"),
+                         (["policy.recurrent=rnn"], "policy.recurrent"),
+                         (["policy.recurrent_size=0"], "policy.recurrent_size"),
+                         (["policy.use_sde=true", "env.id=PendulumNoVel-v1"], "use_sde does not combine")):
+        code = main(["run", "--config", str(config), "-q", *[x for s in sets for x in ("--set", s)]])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and wanted in err, err
+    assert not (tmp_path / "runs").exists()

@@ -32,6 +32,9 @@ class SerialOnPolicyPipeline(VectorEnvPipeline):
                      per_step * pipe.rollout_steps * pipe.num_envs, "use fewer pipeline.rollout_steps or num_envs")
 
     def build_buffers(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        check = getattr(self.policy, "check_rollout_steps", None)  # a recurrent policy's chunks: before any run dir
+        if check is not None:
+            check(self.cfg.pipeline.rollout_steps)
         plan = getattr(self.policy, "plan_learning", None)  # PPO, A2C: decide policy.compile from the run's plan
         if plan is not None:
             pipe = self.cfg.pipeline
