@@ -129,3 +129,34 @@ def test_without_imageio_video_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "imageio.v2", None)
     with pytest.raises(ZooError, match=r"pip install 'zoo-rl\[video\]'"):
         record_episodes(None, EnvSpec("CartPole-v1"), tmp_path, 1, 0, fmt="gif")
+
+
+def test_a_recurrent_policy_plays_each_video_episode_with_its_memory(tmp_path):
+    """zoo eval --video of a policy with memory (policy.recurrent): each episode played from zero memory, carried
+    step to step, so that every video's return is the episode that predict with state plays (issue 52)."""
+    (tmp_path / "frame_env.py").write_text(FRAME_ENV)
+    summary = train({"exp_name": "r", "runs_dir": str(tmp_path / "runs"), "import_names": ["frame_env"],
+                     "import_paths": [str(tmp_path)], "env": {"id": "frame_cartpole"},
+                     "policy": {"type": "ppo", "epochs": 1, "minibatch_size": 64, "recurrent": "lstm",
+                                "recurrent_size": 8, "sequence_length": 8},
+                     "pipeline": {"num_envs": 2, "rollout_steps": 32, "max_env_steps": 128, "eval_every": 0}})
+    run = Path(summary["run_dir"])
+    out = _eval(run, "--episodes", "2", "--seed", "11", "--video", str(tmp_path / "videos"), "--video-format", "gif")
+    assert out.returncode == 0, out.stderr
+    returns = [float(line.split(" return=")[1]) for line in out.stdout.strip().splitlines()[:2]]
+    import zoo
+    from zoo.envs import EnvSpec
+
+    agent = zoo.load(run, trust_imports=True)
+    by_hand = []
+    for episode in range(2):
+        env = EnvSpec("frame_cartpole").make()
+        obs, _ = env.reset(seed=11 + episode)
+        state, total, done = None, 0.0, False
+        while not done:
+            action, state = agent.predict(obs, state=state)
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            total += float(reward)
+            done = terminated or truncated
+        by_hand.append(total)
+    assert returns == by_hand
