@@ -26,6 +26,7 @@ from ..envs.state import EnvNotCaptured, EnvNotRestored, restore, snapshot
 from ..envs.wrappers import EpisodeStats, NormalizeObservation, NormalizeReward
 from ..errors import ConfigError, first_line
 from ..policies.base import Policy
+from ..policies.recurrent import zero_where
 from .process import derive_seed
 
 
@@ -189,7 +190,7 @@ class VectorCollector:
         )
         if recurrent:  # the memory before every observation, the last one's included (zeroed where it starts one)
             self.memory, self.episode_start = actor.memory, starts[-1].copy()
-            last = actor.memory * torch.from_numpy(~starts[-1]).to(actor.memory)[:, None, None]
+            last = zero_where(actor.memory, torch.from_numpy(starts[-1]))
             rollout.episode_start = torch.from_numpy(starts)
             rollout.memory = torch.cat([actor.memory_sequence().to(last), last[None]]).to(rollout.obs.device)
         return rollout if policy.device.type == "cpu" else rollout.to(policy.device)
@@ -256,7 +257,7 @@ class VectorCollector:
         if self.reward_normalizer is not None and mark["reward_normalizer"] is not None:
             self.reward_normalizer.load_state_dict(mark["reward_normalizer"])
         self.stats.pop_finished()  # episodes of the abandoned collection: counted nowhere
-        self.obs, self.memory = None, None
+        self.obs = None
         self._episodes_lost = True
 
     # -- state --------------------------------------------------------------------------------------------

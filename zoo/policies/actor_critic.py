@@ -245,10 +245,8 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
     def numpy_acting_applies(self) -> bool:
         """Whether whole rollouts are acted and valued in numpy (``zoo.accel.numpy_acting``): the config's
         ``numpy_acting`` is on and the model is a float32 MLP on the CPU (no encoder) with Discrete or Box actions
-        (not MultiDiscrete or MultiBinary). Asked at every rollout, so a model moved or cast since construction
-        falls back to torch."""
-        if self.recurrent:
-            return False
+        (not MultiDiscrete or MultiBinary); for a model with memory, its numpy acting (``zoo.accel.numpy_memory``).
+        Asked at every rollout, so a model moved or cast since construction falls back to torch."""
         weight = self.model.policy_head.weight
         return (bool(self.cfg.get("numpy_acting", True)) and self.model.encoder is None and self.nvec is None
                 and weight.device.type == "cpu" and weight.dtype == torch.float32)

@@ -28,7 +28,7 @@ from ..accel.numpy_memory import NumpyMemoryActor
 from ..config.schema import Field
 from ..data import Rollout
 from ..errors import ConfigError
-from .recurrent import RECURRENT_KINDS, RecurrentActorCritic
+from .recurrent import RECURRENT_KINDS, RecurrentActorCritic, zero_where
 
 # The keys of memory, among every ActorCriticPolicy's (zoo config ppo shows them).
 MEMORY_FIELDS = {
@@ -61,8 +61,7 @@ class MemoryActor:
     def act(self, t: int, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
         """The env actions of step ``t``: the memory zeroed where ``episode_start``, one step of the core(s)."""
         policy = self._policy
-        start = torch.from_numpy(np.asarray(episode_start, dtype=bool)).to(self._device)
-        memory = self.memory * (~start).to(self.memory.dtype)[:, None, None]
+        memory = zero_where(self.memory, torch.from_numpy(np.asarray(episode_start, dtype=bool)))
         self.memories.append(memory)
         output, value, self.memory = policy.model(torch.from_numpy(obs).to(self._device)[None], memory)
         action, packed = policy.sample_output(policy.acting_output(_first(output)))
@@ -85,11 +84,11 @@ def _first(output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor | dic
     return {key: value[0] for key, value in output.items()} if isinstance(output, dict) else output[0]
 
 
-def _at(output: torch.Tensor | dict[str, torch.Tensor], index: torch.Tensor) -> Any:
-    """``(C, L, ...)`` outputs flattened to ``(C * L, ...)`` and taken at the boolean ``index``."""
+def _at_steps(output: torch.Tensor | dict[str, torch.Tensor], valid: torch.Tensor) -> Any:
+    """Time-major ``(L, C, ...)`` outputs in the chunks' order ``(C * L, ...)``, taken at the boolean ``valid``."""
     if isinstance(output, dict):
-        return {key: value.flatten(0, 1)[index] for key, value in output.items()}
-    return output.flatten(0, 1)[index]
+        return {key: _at_steps(value, valid) for key, value in output.items()}
+    return output.transpose(0, 1).flatten(0, 1)[valid]
 
 
 class MemoryActingGraph(torch.nn.Module):
@@ -156,14 +155,10 @@ class MemoryLearning:
         an encoder, with Discrete or Box actions. Refuses a rollout that ``policy.sequence_length`` does not
         divide."""
         self.check_rollout_steps(steps)
-        model = self.model
-        weight = model.policy_head.weight
-        kind = "discrete" if model.discrete else "gaussian"
-        if (self.cfg.get("numpy_acting", True) and model.encoder is None and model.nvec is None
-                and kind in getattr(self, "numpy_rollout_actions", ()) and weight.device.type == "cpu"
-                and weight.dtype == torch.float32):
+        kind = "discrete" if self.discrete else "gaussian"
+        if kind in self.numpy_rollout_actions and self.numpy_acting_applies():
             to_env = None if self.discrete and self._action_start is None else self._to_env
-            return NumpyMemoryActor(model, steps, num_envs, memory, to_env)
+            return NumpyMemoryActor(self.model, steps, num_envs, memory, to_env)
         return MemoryActor(self, steps, num_envs, memory)
 
     def check_rollout_steps(self, steps: int) -> None:
@@ -182,8 +177,7 @@ class MemoryLearning:
         ``episode_start`` ``(N,)`` is set; returns the actions and the memory after this step."""
         memory = self.initial_memory(obs.shape[0]) if memory is None else memory.to(self.device)
         if episode_start is not None:
-            start = torch.as_tensor(np.asarray(episode_start, dtype=bool), device=self.device)
-            memory = memory * (~start).to(memory.dtype)[:, None, None]
+            memory = zero_where(memory, torch.as_tensor(np.asarray(episode_start, dtype=bool)))
         output, _, memory = self.model(obs[None], memory, value=False)
         output = self.acting_output(_first(output))
         if deterministic:
@@ -232,8 +226,4 @@ class MemoryLearning:
         obs = batch["obs"].transpose(0, 1)  # (L, C, ...) time-major
         output, value, _ = self.model(obs, batch["memory"], batch["episode_start"].transpose(0, 1), final=False)
         valid = batch["valid"].reshape(-1)
-        if isinstance(output, dict):
-            output = {key: x.transpose(0, 1) for key, x in output.items()}
-        else:
-            output = output.transpose(0, 1)
-        return _at(output, valid), value.transpose(0, 1).flatten(0, 1)[valid]
+        return _at_steps(output, valid), _at_steps(value, valid)

@@ -1,9 +1,8 @@
 """Memory for the actor-critic family: an LSTM or GRU core between the features and the MLP trunks.
 
-``RecurrentCore`` is a stack of LSTM or GRU layers with the parameter layout and gate order of ``torch.nn.LSTM`` /
-``torch.nn.GRU`` (``weight_ih_l0``, ...), written as plain tensor operations so that one code path acts, learns,
-is compiled and is exported. Its state ("memory") is one tensor per env, ``(B, layers, S)``: for an LSTM ``S = 2H``
-(``h`` then ``c``), for a GRU ``S = H``; zeros start an episode.
+``RecurrentCore`` is a ``torch.nn.LSTM`` or ``torch.nn.GRU`` (its fused CPU kernels run the time loop forward and
+backward), traceable for ``zoo export``. Its state ("memory") is one tensor per env, ``(B, layers, S)``: for an LSTM
+``S = 2H`` (``h`` then ``c``), for a GRU ``S = H``; zeros start an episode (``zero_where``).
 
 The reset rule, the same everywhere (acting, learning, evaluation, ``Agent.predict``): ``episode_start[t]`` marks an
 observation that begins an episode; the memory is zeroed just before such an observation is read. With zoo's
@@ -27,9 +26,16 @@ from torch import nn
 
 from .networks import ActorCritic
 
-__all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore", "Segments"]
+__all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore", "Segments", "zero_where"]
 
 RECURRENT_KINDS = ("none", "lstm", "gru")
+
+
+def zero_where(memory: torch.Tensor, episode_start: torch.Tensor) -> torch.Tensor:
+    """``memory`` ``(B, ...)`` with the rows of envs whose observation starts an episode (``episode_start``, bool
+    ``(B,)``) zeroed: the reset rule (module docstring)."""
+    keep = (~episode_start.to(device=memory.device, dtype=torch.bool)).to(memory.dtype)
+    return memory * keep.reshape(-1, *[1] * (memory.dim() - 1))
 
 
 class RecurrentCore(nn.Module):
@@ -37,7 +43,8 @@ class RecurrentCore(nn.Module):
     ``torch.nn.LSTM`` / ``torch.nn.GRU`` (``rnn``), whose fused kernels run the whole time loop forward and backward.
 
     Episode starts inside a sequence cut it into segments, each run from its own state (the memory carried in for a
-    sequence's first segment, zeros for the rest) as one packed batch: one fused call whatever the resets.
+    sequence's first segment, zeros for the rest) as one zero-padded batch (``Segments``): one fused call whatever
+    the resets.
     ``ortho_init``: orthogonal weights and zero biases (as CleanRL's and SB3's recurrent policies); else torch's
     uniform initialisation.
     """
@@ -81,7 +88,7 @@ class RecurrentCore(nn.Module):
         outputs only, and episodes starting inside the sequences then run as segments, one fused call; ``segments``:
         their layout and padded inputs where the caller made them already, for several cores on the same inputs)."""
         if episode_start is not None:
-            memory = memory * (~episode_start[0]).to(memory.dtype)[:, None, None]
+            memory = zero_where(memory, episode_start[0])
         if episode_start is None or x.shape[0] == 1 or not bool(episode_start[1:].any()):
             out, state = self.rnn(x, self._state(memory))
             return out, self._memory(state)
@@ -90,7 +97,7 @@ class RecurrentCore(nn.Module):
         outputs = []
         for t in range(x.shape[0]):  # step by step: the memory is wanted after the last step
             if t:
-                memory = memory * (~episode_start[t]).to(memory.dtype)[:, None, None]
+                memory = zero_where(memory, episode_start[t])
             out, state = self.rnn(x[t:t + 1], self._state(memory))
             memory = self._memory(state)
             outputs.append(out)
