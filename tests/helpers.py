@@ -60,3 +60,21 @@ def new_policy(cls: type, observation_space: gym.Space, action_space: gym.Space,
     cfg = EasyDict({**cls.default_config, **config})
     torch.manual_seed(seed)
     return cls(cfg, observation_space, action_space, torch.device("cpu"), acting_only=acting_only)
+
+
+def predicted_returns(agent: Any, make_env: Any, episodes: int, seed: int) -> list[float]:
+    """The returns of ``episodes`` episodes (episode ``k`` reset with ``seed + k``) played one env at a time by a
+    recurrent agent's ``predict``, its state carried from step to step: the reference a recurrent evaluation or
+    video must equal."""
+    returns = []
+    for episode in range(episodes):
+        env = make_env()
+        obs, _ = env.reset(seed=seed + episode)
+        state, total, done = None, 0.0, False
+        while not done:
+            action, state = agent.predict(obs, state=state)
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return returns

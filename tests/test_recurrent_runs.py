@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import TIMINGS, metrics_rows
+from helpers import TIMINGS, metrics_rows, predicted_returns
 from test_reliability import _killed
 
 import zoo
@@ -84,18 +84,7 @@ def test_evaluation_plays_each_episode_with_its_memory(tmp_path):
     agent = zoo.load(_run(tmp_path))
     spec = EnvSpec("CartPoleNoVel-v1", {}, 30)
     returns = evaluate_policy(agent.policy, spec, 2, seed=7, normalize_obs=agent.normalize, vector_mode="sync")
-    by_hand = []
-    for episode in range(2):  # one env, its memory carried through its episode by predict
-        env = spec.make()
-        obs, _ = env.reset(seed=7 + episode)
-        state, total, done = None, 0.0, False
-        while not done:
-            action, state = agent.predict(obs, state=state)
-            obs, reward, terminated, truncated, _ = env.step(int(action))
-            total += float(reward)
-            done = terminated or truncated
-        by_hand.append(total)
-    assert returns == by_hand
+    assert returns == predicted_returns(agent, spec.make, 2, seed=7)  # one env, its memory carried by predict
 
 
 def test_dppo_workers_train_a_recurrent_policy(tmp_path):

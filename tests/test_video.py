@@ -10,6 +10,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import predicted_returns
 
 from zoo import train
 
@@ -148,15 +149,4 @@ def test_a_recurrent_policy_plays_each_video_episode_with_its_memory(tmp_path):
     from zoo.envs import EnvSpec
 
     agent = zoo.load(run, trust_imports=True)
-    by_hand = []
-    for episode in range(2):
-        env = EnvSpec("frame_cartpole").make()
-        obs, _ = env.reset(seed=11 + episode)
-        state, total, done = None, 0.0, False
-        while not done:
-            action, state = agent.predict(obs, state=state)
-            obs, reward, terminated, truncated, _ = env.step(int(action))
-            total += float(reward)
-            done = terminated or truncated
-        by_hand.append(total)
-    assert returns == by_hand
+    assert returns == predicted_returns(agent, EnvSpec("frame_cartpole").make, 2, seed=11)
