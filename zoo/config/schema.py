@@ -6,7 +6,8 @@ the resume check and the docs all read that one declaration. A policy or pipelin
 
     fields = {**Parent.fields, "clip_ratio": Field(0.2, "PPO's clip range", range=(0.0, 1.0))}
 
-and ``declare_fields`` (called by the base classes for every subclass) derives from it the attributes the rest of
+(or only the new and changed keys: a class's ``fields`` extend its bases', see ``declare_fields``), and
+``declare_fields`` (called by the base classes for every subclass) derives from them the attributes the rest of
 zoo reads: ``default_config`` (the plain defaults), ``config_ranges``, ``config_choices``, ``frozen_keys`` and
 ``config_docs``. A class that declares those attributes by hand instead of ``fields`` (plugins written before
 ``Field`` existed) keeps working as it did.
@@ -70,11 +71,37 @@ def derived(fields: Mapping[str, Field]) -> dict[str, Any]:
     }
 
 
+def inherited_fields(cls: type) -> dict[str, Any]:
+    """The fields ``cls``'s bases offer (the first base wins a key two of them declare)."""
+    out: dict[str, Any] = {}
+    for base in reversed(cls.__bases__):
+        out.update(getattr(base, "fields", None) or {})
+    return out
+
+
 def declare_fields(cls: type) -> None:
-    """Derive ``cls``'s config attributes from the ``fields`` it declares itself (a no-op for a class that
-    declares none: its own or inherited attributes stay)."""
-    fields = cls.__dict__.get("fields")
-    if fields is None:
+    """Make ``cls.fields`` every key the class offers and derive its config attributes from them (a no-op for a
+    class that declares no ``fields``: its own or inherited attributes stay).
+
+    A class's ``fields`` extend its bases': a key it does not mention is inherited as its base declares it (so that
+    a plugin on a family base gets the keys the base honours, such as ``compile`` and ``precision``, without
+    declaring them); a key it declares replaces the base's. Inherited keys it does not mention come first, in the
+    base's order, then its own. A key named in the class's ``withdrawn_fields`` (a tuple of names, e.g. a base's
+    key that this class cannot honour) is not offered; naming a key no base or the class declares is an error.
+    """
+    own = cls.__dict__.get("fields")
+    if own is None:
         return
+    inherited = inherited_fields(cls)
+    withdrawn = tuple(cls.__dict__.get("withdrawn_fields", ()))
+    unknown = [key for key in withdrawn if key not in inherited and key not in own]
+    if unknown:
+        raise TypeError(f"{cls.__name__}.withdrawn_fields names {', '.join(map(repr, unknown))}, which neither it "
+                        f"nor its bases declare: remove the name")
+    fields = {key: field for key, field in inherited.items() if key not in own}
+    fields.update(own)
+    for key in withdrawn:
+        fields.pop(key, None)
+    cls.fields = fields
     for name, value in derived(fields).items():
         setattr(cls, name, value)

@@ -47,7 +47,7 @@ from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .gsde import StateDependentNoise
 from .memory import MEMORY_FIELDS, MemoryActingGraph, MemoryLearning
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
-from .onpolicy import OnPolicyLearning, advantage_moments, normalize_advantage, normalize_with
+from .onpolicy import ONPOLICY_COMPILE_FIELD, OnPolicyLearning, advantage_moments, normalize_advantage, normalize_with
 from .optim import FLAT_ALGORITHMS, FlatOptimizer
 
 __all__ = ["ActorCriticPolicy", "advantage_moments", "normalize_advantage", "normalize_with"]
@@ -117,6 +117,7 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
                           frozen=True),
         "ortho_init": Field(True, "orthogonal initialisation of the layers (False: torch's default)", frozen=True),
         **MEMORY_FIELDS,
+        "compile": ONPOLICY_COMPILE_FIELD,
     }
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -55,9 +55,7 @@ class ImpalaPolicy(ActorCriticPolicy):
     }
     # gSDE's per-sub-env exploration matrices live with a collector; IMPALA's actors act apart from the learner.
     # A recurrent learner re-runs each whole unroll from its stored memory: no chunks (sequence_length).
-    for _key in ("use_sde", "sde_sample_freq", "full_std", "sequence_length"):
-        del fields[_key]
-    del _key
+    withdrawn_fields: ClassVar[tuple[str, ...]] = ("use_sde", "sde_sample_freq", "full_std", "sequence_length")
 
     def _bounded(self, output: Any) -> Any:
         # Without a bound, a lagging behaviour policy let the mean drift far outside the action range on

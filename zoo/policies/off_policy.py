@@ -75,7 +75,7 @@ ACTOR_CRITIC_FIELDS: dict[str, Field] = {
     "tau": Field(0.005, "Polyak rate of the target networks", range=(0.0, 1.0)),
     "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
 }
-# Every policy of the family declares it (SAC, TD3 and DQN do); see zoo.accel.precision.
+# Every policy of the family offers it (OffPolicyPolicy declares it); see zoo.accel.precision.
 PRECISION_FIELD = Field("fp32", "arithmetic of the gradient updates: fp32, bf16 (autocast matmuls, fp32 weights, "
                         "optimiser and losses) or auto (bf16 where the device has native bf16 matmuls and the "
                         "networks are wide enough to gain)", choices=PRECISIONS)
@@ -119,11 +119,17 @@ class OffPolicyPolicy(Policy):
     """Base of replay-based policies: minibatches, target updates, metric averaging, progress when acting.
 
     Subclasses implement ``explore_action(obs) -> Tensor`` (or ``explore(obs) -> np.ndarray``) and ``update(batch,
-    ctx) -> metrics`` and declare ``batch_size`` among their ``fields`` (see the module docstring for the rest of the
-    contract, and for ``compilable``).
+    ctx) -> metrics``; their ``fields`` extend this base's (``batch_size``, ``precision``, ``compile``: see the module
+    docstring for the rest of the contract, and for ``compilable``).
     """
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)
+    # The keys this base honours, offered to every subclass (a subclass's own ``fields`` extend them).
+    fields: ClassVar[dict[str, Field]] = {
+        "batch_size": Field(256, "transitions per gradient update", range=(1, 1_000_000)),
+        "precision": PRECISION_FIELD,
+        "compile": COMPILE_FIELD,
+    }
     # Whether ``update`` is written sync-free, so that it can run as one compiled graph (see the module docstring).
     compilable: ClassVar[bool] = False
     # Whether ``explore_action`` also takes numpy arrays (``acts_in_numpy``). The rule: a subclass that defines its
@@ -185,6 +191,8 @@ class OffPolicyPolicy(Policy):
         requested = self.cfg.get("compile", "off")
         compile_step, self.compile_reason = resolve_compile(requested, self.compilable, updates, self.device,
                                                             type(self).__name__)
+        if "compile" not in self.cfg:  # a class that withdrew the key, or one written before fields were inherited
+            self.compile_reason = f"{type(self).__name__} offers no policy.compile key: its update runs eager"
         self._auto = None
         if compile_step and requested == "auto" and updates is not None and self.compile_decision is None:
             graphs = 2 ** sum(interval > 1 for interval in self.cadences().values())

@@ -228,6 +228,8 @@ class OnPolicyLearning:
         compile_step, self.compile_reason = resolve_onpolicy_compile(
             requested, self.compilable and not self.acting_only, updates, self.compile_auto_min_updates,
             getattr(self.model, "encoder", None) is not None, self.device, name)
+        if "compile" not in self.cfg:  # a class that withdrew the key, or one written before fields were inherited
+            self.compile_reason = f"{name} offers no policy.compile key: its update runs eager"
         self.compiled_step = CompiledStep(self._step, f"{name}'s learning step", requested == "on", self.device,
                                           self.learner_state.state_tensors) if compile_step else None
 
