@@ -1,4 +1,5 @@
-"""zoo's own plugin: built-in policies, pipelines and envs register through the same hooks as third parties."""
+"""zoo's own plugin: built-in policies, pipelines, envs, models and benchmark suites register through the same hooks
+as third parties."""
 
 from __future__ import annotations
 
@@ -48,3 +49,11 @@ def register_models(register: Callable[[str, Any], Any]) -> None:
 
     for name, encoder in BUILTIN_ENCODERS.items():
         register(name, encoder)
+
+
+@hookimpl
+def register_bench_suites(register: Callable[[str, Any], Any]) -> None:
+    from .bench.suites import BUILTIN_SUITES
+
+    for name, entries in BUILTIN_SUITES.items():
+        register(name, entries)

@@ -1,9 +1,10 @@
 """The hooks a zoo plugin may implement (pluggy project name ``"zoo"``).
 
 A plugin is any importable module (or object) with functions marked ``@hookimpl`` whose names match the hook
-specifications below. Each hook receives one argument, ``register(name, obj)``, which binds ``obj`` under
-``name`` in the matching registry and records the plugin's name as its source, so that ``zoo list`` and
-duplicate-name errors can say where every name came from. The built-in algorithms use exactly the same path.
+specifications below. Each ``register_*`` hook receives one argument, ``register(name, obj)``, which binds ``obj``
+under ``name`` in the matching registry (policies, envs, pipelines, models, benchmark suites) and records the
+plugin's name as its source, so that ``zoo list``, ``zoo bench --list`` and duplicate-name errors can say where every
+name came from. The built-in algorithms and suites use exactly the same path.
 
 Writing a third-party plugin, in two steps:
 
@@ -83,6 +84,39 @@ def register_models(register: RegisterFunction) -> None:
     An observation encoder for the actor-critic policies (``policy.encoder: NAME``) is a class or factory called as
     ``model_class(observation_space, **policy.encoder_kwargs)`` that returns an ``nn.Module`` mapping observations
     ``(..., *obs_shape)`` to features ``(..., output_dim)``, with an integer attribute ``output_dim``.
+    """
+
+
+@hookspec
+def register_bench_suites(register: RegisterFunction) -> None:
+    """Register benchmark suites for ``zoo bench``: call ``register(name, entries)`` once per suite, ``entries`` a
+    non-empty tuple of ``zoo.bench.suites.Entry``.
+
+    A suite of a plugin is trained (``zoo bench NAME``), resumed and reported (``--report``) exactly as the
+    built-in ones, which register through this hook too; ``zoo bench --list`` shows each suite with its source.
+    Each entry gives its run folder's name (``runs/bench/<name>/seed_<k>``: prefix yours with your plugin's name,
+    the folders are shared with every other suite), its config file, its ``--set`` overrides (the budget),
+    ``seeds``, ``est_minutes`` (one seed, for the ETA) and optionally ``published``: figures of other libraries
+    (``zoo.bench.published.Published``) that the report shows beside the entry's scores.
+
+    Where ``config`` resolves: an absolute path is used as it is (a config shipped in your package: build it from
+    your module's ``__file__``, and list the file as package data); a relative one is a file of zoo's own
+    ``configs/`` folder (a zoo clone's, where the built-in suites' configs are). Example::
+
+        from pathlib import Path
+        from zoo.bench.suites import Entry
+        from zoo.hookspecs import hookimpl
+
+        HERE = Path(__file__).resolve().parent
+
+        @hookimpl
+        def register_bench_suites(register):
+            budget = ("pipeline.max_env_steps=50000", "pipeline.stop_return=None")
+            register("my_ext", (Entry("my_ext_pendulum", str(HERE / "configs" / "pendulum.py"), budget,
+                                      est_minutes=2.0, seeds=5),))
+
+    A name another source already registers with other entries raises DuplicateNameError naming both sources;
+    zoo then skips this plugin with a warning.
     """
 
 

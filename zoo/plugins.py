@@ -22,7 +22,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, ZooError
-from .registry import ENV_REGISTRY, MODEL_REGISTRY, PIPELINE_REGISTRY, POLICY_REGISTRY, Registry
+from .registry import ENV_REGISTRY, MODEL_REGISTRY, PIPELINE_REGISTRY, POLICY_REGISTRY, SUITE_REGISTRY, Registry
 
 BUILTIN_PLUGIN_MODULE = "zoo.builtin_plugin"
 BUILTIN_PLUGIN_NAME = "built-in"
@@ -34,6 +34,7 @@ _REGISTRY_BY_HOOK: dict[str, Registry] = {
     "register_envs": ENV_REGISTRY,
     "register_policies": POLICY_REGISTRY,
     "register_pipelines": PIPELINE_REGISTRY,
+    "register_bench_suites": SUITE_REGISTRY,
 }
 
 

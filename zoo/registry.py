@@ -1,8 +1,9 @@
-"""Name -> class registries, one per kind (policy, env, pipeline, model).
+"""Name -> class registries, one per kind (policy, env, pipeline, model), and the registry of benchmark suites.
 
 A registry remembers where each name came from (``"built-in"`` or a plugin's name) so that errors and
 ``zoo list`` can say it. Registering the same object under the same name twice is a no-op, which makes
-plugin loading idempotent in spawned worker processes.
+plugin loading idempotent in spawned worker processes. A registry of data rather than code (benchmark suites:
+tuples of ``zoo.bench.suites.Entry``) compares what is registered by value: an equal suite again is the same one.
 """
 
 from __future__ import annotations
@@ -31,9 +32,18 @@ class Registry:
         True
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, by_value: bool = False) -> None:
         self.kind = kind
+        self.by_value = by_value  # data, not classes: the same name again is the same entry when its value is equal
         self._entries: dict[str, tuple[Any, str]] = {}
+
+    def _same(self, old: Any, obj: Any) -> bool:
+        if self.by_value:
+            return bool(old is obj or old == obj)
+        return old is obj or _qualified_name(old) == _qualified_name(obj)
+
+    def _shown(self, obj: Any) -> str:
+        return "" if self.by_value else f" ({_qualified_name(obj)})"
 
     def register(self, name: str, obj: Any = None, source: str = "built-in") -> Any:
         """Register ``obj`` under ``name``; without ``obj`` return a decorator.
@@ -52,11 +62,11 @@ class Registry:
         existing = self._entries.get(name)
         if existing is not None:
             old, old_source = existing
-            if old is obj or _qualified_name(old) == _qualified_name(obj):
+            if self._same(old, obj):
                 return obj
             raise DuplicateNameError(
-                f"{self.kind} '{name}' is registered twice: by {old_source} ({_qualified_name(old)}) and by "
-                f"{source} ({_qualified_name(obj)}); rename one of them"
+                f"{self.kind} '{name}' is registered twice: by {old_source}{self._shown(old)} and by "
+                f"{source}{self._shown(obj)}; rename one of them"
             )
         self._entries[name] = (obj, source)
         return obj
@@ -105,5 +115,6 @@ POLICY_REGISTRY = Registry("policy")
 ENV_REGISTRY = Registry("env")
 PIPELINE_REGISTRY = Registry("pipeline")
 MODEL_REGISTRY = Registry("model")
+SUITE_REGISTRY = Registry("benchmark suite", by_value=True)
 
 RegisterFunction = Callable[..., Any]

@@ -1,5 +1,6 @@
-"""``zoo bench``: its arguments and what it runs (``zoo.bench.runner.bench``, or with ``--report``
-``zoo.bench.report.report``). Importing this module costs nothing (the CLI builds its parser from it).
+"""``zoo bench``: its arguments and what it runs (``zoo.bench.runner.bench``, with ``--report``
+``zoo.bench.report.report``, with ``--list`` ``zoo.bench.suites.listing``). Importing this module costs nothing (the
+CLI builds its parser from it).
 
 The arguments are checked before anything is read or written: ``--seeds`` and ``--jobs`` are bounded
 (``zoo.lifetime.check_counts``) (a 23-digit ``--seeds`` would otherwise try to plan that many runs), and a path
@@ -22,7 +23,11 @@ NAME_MAX, PATH_MAX = 255, 4096  # bytes of one path component and of a whole pat
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``bench`` to ``zoo``'s sub-commands; the parser added."""
     benching = commands.add_parser("bench", help="run benchmark suites (every entry x seed, resumable)")
-    benching.add_argument("suites", nargs="+", metavar="SUITE", help="classic, mujoco, ace, memory, hl_gauss")
+    benching.add_argument("suites", nargs="*", metavar="SUITE",
+                          help="classic, mujoco, ace, memory, hl_gauss, or a plugin's (zoo bench --list)")
+    benching.add_argument("--list", action="store_true",
+                          help="list every suite (or the SUITEs given) with its source (built-in or the plugin's "
+                               "name) and entries, and train nothing")
     benching.add_argument("--seeds", type=int, default=None,
                           help="seeds 0 .. N-1 of every entry (default: each entry's own, 5 or 10)")
     benching.add_argument("--jobs", type=int, default=1, help="runs at once (processes)")
@@ -57,6 +62,14 @@ def check_path(flag: str, value: str | None) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``zoo bench`` with parsed ``args``; its exit code."""
+    if args.list:
+        from .suites import listing
+
+        print("\n".join(listing(list(args.suites))))
+        return 0
+    if not args.suites:
+        raise ConfigError("zoo bench needs a SUITE to train or report, e.g. zoo bench classic: zoo bench --list "
+                          "shows every suite")
     for flag, value in (("--runs-dir", args.runs_dir), ("--report", args.report), ("--results", args.results)):
         check_path(flag, value)
     check_counts(args.seeds, args.jobs)

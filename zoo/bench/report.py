@@ -46,7 +46,7 @@ from .runs import (
     stale_difference,
 )
 from .stats import aggregate, iqm
-from .suites import SUITES, Entry
+from .suites import Entry, suite_entries
 
 # The comparisons the suites were built for: (suite, entry, baseline entry).
 LATE_EVALS = 5  # the periodic evaluations (eval_return_mean rows) whose mean is a comparison's second measure
@@ -189,7 +189,7 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
         lines += [f"## {suite}", "", "| entry | env | algorithm | budget | seeds | final eval IQM [95% CI] | "
                   "mean +- std | min/run | published (library: return, budget, measure) |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for entry in SUITES[suite]:
+        for entry in suite_entries(suite):
             runs = found[entry.name]
             if runs:
                 finals = [r["final"] for r in runs]
@@ -202,8 +202,8 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
                 cfg = expected_config(entry, 0, configs)
                 env, policy, budget = cfg["env"]["id"], cfg["policy"]["type"], cfg["pipeline"]["max_env_steps"]
                 score, spread, minutes = "pending", "", ""
-            published = "; ".join(_published(p) for p in published_for(policy, env)
-                                  if p.return_mean is not None) if env else ""
+            figures = [*entry.published, *(published_for(policy, env) if env else ())]  # the entry's own first
+            published = "; ".join(_published(p) for p in figures if p.return_mean is not None)
             lines.append(f"| {entry.name} | {env or ''} | {policy or ''} | {f'{budget:,}' if budget else ''} | "
                          f"{len(runs)}/{entry.seed_count(seeds)} | {score} | {spread} | {minutes} | "
                          f"{published or 'none found'} |")
@@ -212,7 +212,7 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
         with refused_write(figure.parent):
             figure.parent.mkdir(exist_ok=True)
         try:
-            drawn = _figure(list(SUITES[suite]), found, figure, reps, seed)
+            drawn = _figure(list(suite_entries(suite)), found, figure, reps, seed)
         except ZooError as exc:  # e.g. matplotlib missing: the table stands without the figure
             lines += [f"(no figure: {exc})", ""]
             drawn = False
@@ -239,5 +239,8 @@ def report(suites: list[str], runs_dir: str = "runs", out: str = "docs/benchmark
               "(rl-zoo: one agent's evaluation episodes; CleanRL: training returns averaged over the last 100 "
               "episodes, mean over seeds; Tianshou: the best test return within the budget). None is on v5 MuJoCo "
               "envs; compare like with like.", ""]
+    if any(entry.published for entry in entries):  # a plugin's own figures (Entry.published), shown first in a row
+        lines += ["An entry's own published figures (its suite's `Entry.published`, from the suite's plugin) come "
+                  "first in its row; their sources are the plugin's to give.", ""]
     write_text(out_path, "\n".join(lines))
     return str(out_path)

@@ -56,7 +56,7 @@ from ..run.view import RunView
 from .locks import RunLocks, take_lock
 from .results import finished_kept, is_kept, keep, kept_path, refuse_links
 from .runs import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, check_eval_seed, check_own, configs_dir, read_final_returns
-from .suites import SUITES, Entry
+from .suites import SUITES, Entry, suite_entries
 
 __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "SUITES", "Bench", "Run", "bench", "bench_runs", "configs_dir",
            "entries_of", "parse_shard", "pick_entries", "plan", "read_final_returns", "shard_of"]
@@ -66,12 +66,11 @@ LOOK_WAIT_S = 2.0  # at least this long for one run's lock: another runner may b
 
 
 def entries_of(suites: list[str]) -> list[Entry]:
-    """The entries of ``suites``, each once (suites share entries by name); one line for an unknown suite."""
+    """The entries of ``suites`` (built-in or plugins': ``zoo.bench.suites.suite_entries``), each once (suites share
+    entries by name); one line listing the known suites for an unknown one."""
     found: dict[str, Entry] = {}
     for suite in suites:
-        if suite not in SUITES:
-            raise ConfigError(f"unknown benchmark suite '{suite}': choose from {', '.join(SUITES)}")
-        for entry in SUITES[suite]:
+        for entry in suite_entries(suite):
             if found.setdefault(entry.name, entry) != entry:
                 raise ConfigError(f"suites disagree on entry '{entry.name}'")  # a bug in SUITES, caught early
     return list(found.values())

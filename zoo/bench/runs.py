@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConfigError, ZooError
 from ..run.run_dir import CONFIG_FILE
 from ..run.view import FINAL_EVAL_EPISODES, FINAL_EVAL_FILE, RETURN_LIMIT, read_final_returns
-from .suites import SUITES, Entry
+from .suites import BUILTIN_SUITES, Entry
 
 __all__ = ["FINAL_EVAL_EPISODES", "FINAL_EVAL_FILE", "RETURN_LIMIT", "check_eval_seed", "check_own",
            "config_difference", "configs_dir", "expected_config", "read_final_returns"]
@@ -36,11 +36,16 @@ PACKAGE_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def configs_dir(entries: list[Entry] | None = None) -> Path:
-    """The ``configs/`` folder holding the config files of ``entries`` (default: of every suite): the current
-    directory's ``configs/`` (the clone the user is in), else the one beside the zoo package (an editable install);
-    a ConfigError saying where it looked and what was missing otherwise."""
-    names = sorted({entry.config for entry in (entries if entries is not None else
-                                               [e for suite in SUITES.values() for e in suite])})
+    """The ``configs/`` folder holding the config files of ``entries`` (default: of the built-in suites) given by a
+    relative path: the current directory's ``configs/`` (the clone the user is in), else the one beside the zoo
+    package (an editable install); a ConfigError saying where it looked and what was missing otherwise. An entry's
+    absolute path (a plugin's own config file) is used as it is: it must exist, and needs no ``configs/`` folder."""
+    entries = entries if entries is not None else [e for suite in BUILTIN_SUITES.values() for e in suite]
+    for entry in entries:
+        if Path(entry.config).is_absolute() and not Path(entry.config).is_file():
+            raise ConfigError(f"the config file of benchmark entry '{entry.name}', '{entry.config}', does not exist: "
+                              f"reinstall the plugin whose suite declares it (zoo bench --list names it)")
+    names = sorted({entry.config for entry in entries if not Path(entry.config).is_absolute()})
     candidates = list(dict.fromkeys([Path.cwd() / "configs", PACKAGE_CONFIGS]))
     looked = []
     for folder in candidates:
