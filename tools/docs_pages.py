@@ -12,7 +12,8 @@ Two kinds of output:
   configs/ whose policy.type is POLICY), ``bench POLICY`` (that algorithm's rows of docs/benchmarks.md) and
   ``results`` (the README's short table, from docs/benchmarks.md);
 - whole pages: docs/api/zoo.md and docs/api/rl_utils.md, one mkdocstrings entry per public name (``__all__``) so
-  that the site renders each from its docstring. A public name without a docstring is an error here.
+  that the site renders each from its docstring, and docs/api/plugins.md, the plugin contract by section
+  (``tools/api_contract.py``). A public name without a docstring is an error here.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/, where api_contract lives, however this is loaded
+from api_contract import api_plugins, resolve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python tools/docs_pages.py"
@@ -292,7 +296,26 @@ def _defined_names(module: Any) -> list[str]:
     return names
 
 
-WHOLE_PAGES: dict[str, Callable[[], str]] = {"docs/api/zoo.md": api_zoo, "docs/api/rl_utils.md": api_rl_utils}
+def docstring_of(path: str) -> str:
+    """The docstring mkdocstrings renders for ``path`` (a module, class, function, or a constant's string literal on
+    the line after it); raises naming the path where there is none."""
+    obj = resolve(path)
+    if inspect.ismodule(obj) or inspect.isclass(obj) or inspect.isfunction(obj):
+        doc = inspect.getdoc(obj)
+    else:
+        module, _, name = path.rpartition(".")
+        doc = attribute_docstring(importlib.import_module(module), name)
+    if not doc:
+        raise ValueError(f"{path} has no docstring: every name of the plugin contract needs one (a constant: a string "
+                         f"literal on the line after it)")
+    return doc
+
+
+WHOLE_PAGES: dict[str, Callable[[], str]] = {
+    "docs/api/zoo.md": api_zoo,
+    "docs/api/rl_utils.md": api_rl_utils,
+    "docs/api/plugins.md": lambda: api_plugins(_NOTICE, docstring_of),
+}
 
 
 # -- driver ------------------------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ PROJECT_NAME = "zoo"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+"""The marker of a plugin's hook implementations: ``@hookimpl`` on a function named as one of the hooks below (its
+one argument named as the hook's), in the module your entry point names."""
 
 
 @hookspec

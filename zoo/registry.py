@@ -112,9 +112,16 @@ class Registry:
 
 
 POLICY_REGISTRY = Registry("policy")
+"""Policy classes by the name a config's ``policy.type`` uses: ``@POLICY_REGISTRY.register("my_policy")`` on a class
+in a module named by ``import_names``, or ``register("my_policy", MyPolicy)`` in a ``register_policies`` hook."""
 ENV_REGISTRY = Registry("env")
+"""Environment factories by the name a config's ``env.id`` uses (before Gymnasium's ids): ``factory(**env.kwargs)``
+returns a new ``gymnasium.Env`` (the contract: ``zoo.hookspecs.register_envs``)."""
 PIPELINE_REGISTRY = Registry("pipeline")
+"""Training pipelines by the name a config's ``pipeline.type`` uses (a policy lists those it runs on)."""
 MODEL_REGISTRY = Registry("model")
+"""Observation encoders by the name ``policy.encoder`` uses (the contract: ``zoo.hookspecs.register_models``)."""
 SUITE_REGISTRY = Registry("benchmark suite", by_value=True)
+"""``zoo bench``'s suites by name: tuples of ``zoo.bench.suites.Entry`` (``zoo.hookspecs.register_bench_suites``)."""
 
 RegisterFunction = Callable[..., Any]

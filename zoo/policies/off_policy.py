@@ -381,8 +381,20 @@ class OffPolicyPolicy(Policy):
         such as SAC-ACE's resets (nothing by default)."""
 
     def update(self, batch: dict[str, torch.Tensor], ctx: LearnContext) -> dict[str, Any]:
-        """One gradient update on ``batch`` (the replay's fields as tensors: obs, action (env actions), reward,
-        next_obs, terminated, truncated); returns its metrics (floats, or 0-dim tensors where ``compilable``)."""
+        """One gradient update on ``batch``; returns its metrics (floats, or 0-dim tensors where ``compilable``).
+
+        ``batch`` holds ``B = cfg.batch_size`` rows of the replay as tensors on ``self.device``:
+
+        - ``obs``, ``next_obs``: ``(B, *obs_shape)``, float32 (uint8 for images); ``next_obs`` is the observation
+          after the step, the final one where the episode ended there.
+        - ``action``: ``(B, *action_shape)``, the env actions in the action space's dtype (int64 for Discrete,
+          float32 for Box: the replay convention, see the module docstring).
+        - ``reward``: ``(B,)`` float32.
+        - ``terminated``, ``truncated``: ``(B,)`` bool: use ``(~terminated).float()`` (or ``1.0 -
+          terminated.float()``) in arithmetic; a terminated step does not bootstrap, a truncated one does.
+
+        With ``sample_windows`` (n-step), ``reward``, ``terminated`` and ``truncated`` are ``(n, B)``.
+        """
         raise NotImplementedError
 
     def learn_metrics(self) -> dict[str, float]:
