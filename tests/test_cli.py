@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,7 @@ def test_list_shows_builtins(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "ppo" in out and "a2c" in out and "built-in" in out and "serial_onpolicy" in out
+    assert re.search(r"^  memory +built-in +6 entries$", out, re.M)  # the benchmark suites, with their sources
 
 
 def test_eval_restores_observation_normalisation(tmp_path, capsys):

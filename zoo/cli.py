@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=1, help="with --seeds: how many seeds train at once (processes)")
     run.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
-    listing = commands.add_parser("list", help="show registered policies, envs, pipelines and plugins")
+    listing = commands.add_parser("list", help="show registered policies, envs, pipelines, suites and plugins")
     listing.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     evaluation = commands.add_parser("eval", help="evaluate a run's saved policy deterministically")
@@ -207,7 +207,7 @@ def _run_seeds(args: argparse.Namespace, overrides: list[Any]) -> int:
 
 def _list() -> int:
     from .plugins import load_plugins
-    from .registry import ENV_REGISTRY, MODEL_REGISTRY, PIPELINE_REGISTRY, POLICY_REGISTRY
+    from .registry import ENV_REGISTRY, MODEL_REGISTRY, PIPELINE_REGISTRY, POLICY_REGISTRY, SUITE_REGISTRY
 
     report = load_plugins()
     for registry in (POLICY_REGISTRY, PIPELINE_REGISTRY, ENV_REGISTRY, MODEL_REGISTRY):
@@ -221,6 +221,9 @@ def _list() -> int:
             if registry is POLICY_REGISTRY:
                 line += f"  pipelines: {', '.join(getattr(obj, 'pipelines', ()))}"
             print(line)
+    print("benchmark suites:  (zoo bench --list shows their entries)")
+    for name, entries, source in SUITE_REGISTRY.items():
+        print(f"  {name:<20} {source:<16} {len(entries)} entries")
     print("plugins:")
     for line in report.lines():
         print(f"  {line}")
