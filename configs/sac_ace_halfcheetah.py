@@ -6,6 +6,10 @@ learned too slowly on Hopper in 100k steps); kept: Adam at 3e-4, gamma 0.99, tau
 every 10k env steps on the latest 10k transitions, 10k random steps first, a dormancy-guided reset every 100k
 updates, as in ACE.
 
+Budget: this file trains 1M env steps (`pipeline.max_env_steps`). The benchmark suites' `sac_halfcheetah`,
+`sac_ace_halfcheetah` and `sac_ace_noreset_halfcheetah` entries (`zoo bench mujoco` and `ace`, zoo/bench/suites.py)
+train it for 200k, with 5-episode evaluations every 10 iterations.
+
 Not run to convergence here (1M steps take hours on this CPU): checked to start and learn."""
 
 config = dict(

@@ -7,6 +7,10 @@ come first (ACE: 3e-4 and 10k); kept: Adam at 3e-4 for the actor and temperature
 weights refitted every 10k env steps on the latest 10k transitions, a dormancy-guided reset every 100k updates
 (so none happens within this 100k budget; the bench's 200k runs reset once, at 105k env steps).
 
+Budget: this file trains 100k env steps (`pipeline.max_env_steps`). The benchmark suites' `sac_hopper` and
+`sac_ace_hopper` entries (`zoo bench mujoco` and `ace`, zoo/bench/suites.py) train it for 200k, with 5-episode
+evaluations every 10 iterations: their rows on the site are 200k-step runs; the figures below are of this file's 100k.
+
 Target: eval mean >= 1000 within 100k env steps (a benchmark, not a test). Met on seeds 0-2 (10-episode
 deterministic evals every 5k steps; about 25 min per run here, two at a time): first >= 1000 at 55k (1602), 35k
 (1036) and 55k (2045); best 3061, 2726 and 3457; at 100k 2126, 1338 and 1075 (training means 1108, 1368, 1528).
