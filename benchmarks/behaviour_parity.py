@@ -7,12 +7,12 @@ file; IMPALA's learner, whose actors run asynchronously, is fed the same synthet
 within a relative tolerance (compiled runs: float rounding of fused kernels). Example, the commit before a change
 against the working tree, eager, then compiled::
 
-    python benchmarks/behaviour_parity.py record --rev HEAD~1 --out /tmp/before.json
-    python benchmarks/behaviour_parity.py record --src . --out /tmp/after.json
-    python benchmarks/behaviour_parity.py compare /tmp/before.json /tmp/after.json --exact
-    python benchmarks/behaviour_parity.py record --rev HEAD~1 --compile on --out /tmp/before_c.json
-    python benchmarks/behaviour_parity.py record --src . --compile on --out /tmp/after_c.json
-    python benchmarks/behaviour_parity.py compare /tmp/before_c.json /tmp/after_c.json --rtol 1e-3
+    python benchmarks/behaviour_parity.py record --rev HEAD~1 --out before.json
+    python benchmarks/behaviour_parity.py record --src . --out after.json
+    python benchmarks/behaviour_parity.py compare before.json after.json --exact
+    python benchmarks/behaviour_parity.py record --rev HEAD~1 --compile on --out before_c.json
+    python benchmarks/behaviour_parity.py record --src . --compile on --out after_c.json
+    python benchmarks/behaviour_parity.py compare before_c.json after_c.json --rtol 1e-3
 """
 
 from __future__ import annotations

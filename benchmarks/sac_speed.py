@@ -164,8 +164,10 @@ def main() -> None:
     parser.add_argument("--measured", type=int, default=3000)
     parser.add_argument("--cpu", type=int, default=max(os.cpu_count() - 1, 0), help="the CPU every child runs on")
     parser.add_argument("--contenders", nargs="*", default=CONTENDERS, choices=CONTENDERS)
-    parser.add_argument("--sb3-python", default="/work/peers/sb3/bin/python")
-    parser.add_argument("--sbx-python", default="/work/peers/sbx/bin/python")
+    parser.add_argument("--sb3-python", default=os.environ.get("ZOO_SB3_PYTHON", "python"),
+                        help="the Python of a venv with stable-baselines3 (default: $ZOO_SB3_PYTHON, else python)")
+    parser.add_argument("--sbx-python", default=os.environ.get("ZOO_SBX_PYTHON", "python"),
+                        help="the Python of a venv with sbx-rl (default: $ZOO_SBX_PYTHON, else python)")
     parser.add_argument("--json", help="write every round's results here")
     parser.add_argument("--base", type=Path, help="a checkout whose zoo runs each zoo contender again (base_<name>)")
     parser.add_argument("--child-env", nargs="*", default=[], metavar="KEY=VALUE",

@@ -3,7 +3,7 @@
 Until ``random_steps`` env steps (by default ``learning_starts``) the envs take uniformly random actions; from
 ``learning_starts`` on, every ``train_freq`` steps of each env the policy learns from the replay buffer with
 ``gradient_steps`` updates (the update-to-data ratio is ``gradient_steps / (train_freq * num_envs)``). One iteration
-(one metrics row) covers ``steps_per_iteration`` env steps. Env steps are vector steps, as in every pipeline:
+(one metrics row) covers ``steps_per_iteration`` env steps (one step of one sub-env each), as in every pipeline:
 gymnasium's autoreset step after each episode end (the env resets and ignores the action) counts as a step of
 the budget but stores nothing, and a collection that stored nothing is not followed by updates (no update on
 unchanged data). So a budget of N steps holds N transitions less one per finished episode (per sub-env):
@@ -125,8 +125,8 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
             if self.collector.resets != resets:  # fresh episodes (an inexact resume): the stored ones were cut
                 self.replay.end_sequences()
             self._add(transitions)
-            # Env steps are vector steps (every pipeline counts them so), autoreset steps included; a collection
-            # that stored nothing (an autoreset step: its action is ignored) is not followed by updates.
+            # Env steps: one per sub-env per vector step (every pipeline counts them so), autoreset steps included; a
+            # collection that stored nothing (an autoreset step: its action is ignored) is not followed by updates.
             self.env_steps += pipe.train_freq * pipe.num_envs
             self.record_episodes(self.collector.pop_finished())
             if (self.env_steps < pipe.learning_starts or len(transitions) == 0 or len(self.replay) == 0
