@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --resume: restore a damaged config.yaml from the checkpoint and keep the readable "
                           "metrics rows (says what it changed)")
     run.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
-                     help="train each seed into runs_dir/exp_name/seed_<k>/ and print a table of the results")
+                     help="train each seed into runs_dir/exp_name/seed_<k>/ (a folder of seeds only) and print a table "
+                          "of the results; with --resume RUNS/EXP: continue those seeds")
     run.add_argument("--jobs", type=int, default=1, help="with --seeds: how many seeds train at once (processes)")
     run.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
@@ -194,10 +195,11 @@ def _run_seeds(args: argparse.Namespace, overrides: list[Any]) -> int:
     from .run.seeds import failed, run_seeds, table
 
     check_counts(len(args.seeds), args.jobs)
-    if args.resume or args.seed is not None:
-        raise ZooError("--seeds trains new runs from --config: drop --resume/--seed (resume one seed's run directory "
-                       "with zoo run --resume RUNS/EXP/seed_K)")
-    results = run_seeds(args.config, overrides, list(args.seeds), args.jobs)
+    if args.seed is not None:
+        raise ZooError("--seeds gives the seeds: drop --seed (e.g. zoo run --config FILE --seeds 0 1 2)")
+    if args.repair:
+        raise ZooError("--repair continues one damaged run: zoo run --resume RUNS/EXP/seed_K --repair, no --seeds")
+    results = run_seeds(args.config, overrides, list(args.seeds), args.jobs, resume=args.resume)
     print(table(results))
     if failed(results):
         return 1

@@ -1,6 +1,7 @@
 """Runs: train (``train``), resume (``resume``) and load (``load``, the loaded ``Agent``) run directories; launch a
 pipeline's processes (``launch``, ``supervisor``); the run directory's files (``run_dir``, ``state_files``,
-``metrics_files``) and the observers that write them (``observers``); several seeds of one config (``seeds``).
+``metrics_files``) and the observers that write them (``observers``); several seeds of one config (``seeds``) and
+which folder may hold them (``seeds_parent``).
 """
 
 from .build import build_pipeline

@@ -4,7 +4,9 @@ Each seed trains into ``<runs_dir>/<exp_name>/seed_<k>/`` (the usual run directo
 after another in this process, or ``--jobs N`` at a time as separate ``zoo run`` processes (``zoo.run.children``:
 they die with this process, a stop signal reaches each of them once, and each one's summary is read from a file).
 The result is a table of each seed's outcome (why it stopped, steps, wall time, the last training and evaluation
-means) and their mean.
+means) and their mean. ``zoo run --resume RUNS/EXP --seeds 0 1 2`` continues those seeds' run directories the same
+way (each as ``zoo run --resume RUNS/EXP/seed_<k>``, with the same ``--set``). Which folder may be a parent of seeds
+is decided before anything trains (``zoo.run.seeds_parent``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from ..config import load_config_file
 from ..config.resolve import resolve_config
 from ..errors import ConfigError
 from .children import ChildRuns, Ended
+from .seeds_parent import check_new_seeds_parent, resumed_seed_runs
 from .train import train
 from .view import RunView
 
@@ -34,8 +38,10 @@ def _seed_overrides(overrides: list[Any], seed: int, parent: Path) -> list[Any]:
     return [*overrides, ("seed", seed), ("runs_dir", str(parent)), ("exp_name", f"seed_{seed}")]
 
 
-def run_seeds(config: str, overrides: list[Any], seeds: list[int], jobs: int = 1) -> list[dict[str, Any]]:
-    """Train ``config`` once per seed (see the module docstring); returns one result per seed, in seed order.
+def run_seeds(config: str | None, overrides: list[Any], seeds: list[int], jobs: int = 1,
+              resume: str | None = None) -> list[dict[str, Any]]:
+    """Train ``config`` once per seed, or with ``resume`` (a folder of seeds) continue each seed's run directory
+    there (see the module docstring); returns one result per seed, in seed order.
 
     A result holds ``seed``, ``run_dir``, ``reason`` (or ``failed`` with ``error``), ``env_steps``, ``wall_time``,
     ``episode_return_mean`` and ``eval_return_mean`` (the last evaluation, if any).
@@ -44,31 +50,55 @@ def run_seeds(config: str, overrides: list[Any], seeds: list[int], jobs: int = 1
         raise ConfigError(f"--seeds has repeated seeds {seeds}: give each seed once")
     if jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {jobs}")
-    cfg = resolve_config(load_config_file(config), overrides, Path(config).parent)  # one-line errors up front
-    for seed in seeds:
-        resolve_config(load_config_file(config), [*overrides, ("seed", seed)], Path(config).parent)
-    parent = Path(cfg.runs_dir) / cfg.exp_name
+    if resume is not None:
+        runs = resumed_seed_runs(Path(resume), seeds)
+
+        def train_seed(seed: int) -> dict[str, Any]:
+            return train(None, overrides, resume=runs[seed])
+
+        def command(seed: int) -> list[str]:
+            return [*_zoo_run(), "--resume", str(runs[seed]), *_set_args(overrides)]
+    else:
+        if config is None:
+            raise ConfigError("--seeds needs --config FILE (new seeds) or --resume RUNS/EXP (continue them)")
+        cfg = resolve_config(load_config_file(config), overrides, Path(config).parent)  # one-line errors up front
+        for seed in seeds:
+            resolve_config(load_config_file(config), [*overrides, ("seed", seed)], Path(config).parent)
+        parent = Path(cfg.runs_dir) / cfg.exp_name
+        check_new_seeds_parent(parent, cfg, seeds)  # nothing written yet
+
+        def train_seed(seed: int) -> dict[str, Any]:
+            return train(config, _seed_overrides(overrides, seed, parent))
+
+        def command(seed: int) -> list[str]:
+            return [*_zoo_run(), "--config", config, *_set_args(_seed_overrides(overrides, seed, parent))]
     if jobs == 1:
         results = []
         for seed in seeds:
-            summary = train(config, _seed_overrides(overrides, seed, parent))
+            summary = train_seed(seed)
             results.append({"seed": seed, **summary, "eval_return_mean": _last_eval(summary["run_dir"])})
             if summary["reason"] == "interrupted":
                 break
         return results
-    return _in_processes(config, overrides, seeds, jobs, parent)
+    return _in_processes(command, seeds, jobs)
 
 
-def _in_processes(config: str, overrides: list[Any], seeds: list[int], jobs: int, parent: Path) -> list[dict]:
-    """The seeds as ``zoo run`` children (``ChildRuns``: they die with this process); a stop signal goes on to the
-    running ones, which save, and no further seed starts: the results then hold the seeds that ran."""
-    def command(seed: int) -> list[str]:
-        args = [sys.executable, "-m", "zoo", "run", "--config", config]
-        for item in _seed_overrides(overrides, seed, parent):
-            key, value = item if isinstance(item, tuple) else str(item).split("=", 1)
-            args += ["--set", f"{key}={value}"]
-        return args
+def _zoo_run() -> list[str]:
+    return [sys.executable, "-m", "zoo", "run"]
 
+
+def _set_args(overrides: list[Any]) -> list[str]:
+    args = []
+    for item in overrides:
+        key, value = item if isinstance(item, tuple) else str(item).split("=", 1)
+        args += ["--set", f"{key}={value}"]
+    return args
+
+
+def _in_processes(command: Callable[[int], list[str]], seeds: list[int], jobs: int) -> list[dict]:
+    """The seeds as ``zoo run`` children (``command(seed)``; ``ChildRuns``: they die with this process); a stop
+    signal goes on to the running ones, which save, and no further seed starts: the results then hold the seeds that
+    ran."""
     stopped: list[int] = []
 
     def on_signal(signum: int, frame: Any) -> None:

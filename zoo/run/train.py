@@ -27,6 +27,7 @@ from .observers import run_observers
 from .resume import resume as _resume
 from .resume import resume_config
 from .run_dir import RunDirectory, new_run_directory
+from .seeds_parent import check_not_seeds_parent, check_run_place
 
 
 def train(
@@ -56,6 +57,7 @@ def train(
             raise ConfigError("use either a config (--config) or a run directory (--resume), not both: "
                               "a resumed run always uses its own config.yaml plus --set overrides")
         run_path = Path(resume)
+        check_not_seeds_parent(run_path)
         cfg = resume_config(run_path, overrides, repair, environ=os.environ)
     else:
         if config is None:
@@ -63,6 +65,7 @@ def train(
         is_file = isinstance(config, (str, Path))
         user_cfg = load_config_file(config) if is_file else config
         cfg = resolve_config(user_cfg, overrides, Path(config).parent if is_file else None, environ=os.environ)
+        check_run_place(cfg)  # never inside another run, nor among seeds it is not one of
         run_path = None
     return launch(cfg, run_path, repair, run_worker)
 

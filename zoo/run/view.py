@@ -15,6 +15,7 @@ import glob
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,9 @@ _RECORD_MAX_BYTES = 1 << 20  # environment.json: a few KB per session
 log = logging.getLogger("zoo")
 # Keys by which the runs of one config (its seeds) differ: left out of ``group_key``.
 GROUP_IGNORES = ("seed", "exp_name", "runs_dir")
+# The folder of one seed in a folder of seeds (zoo run --seeds, bench, tune): seed_<k>, or seed_<k>_<n> as zoo run
+# --seeds named a seed trained again before it refused to (``zoo.run.seeds_parent``).
+SEED_FOLDER = re.compile(r"seed_(-?\d+)(?:_\d+)?")
 
 
 def is_run(path: Path) -> bool:
@@ -48,9 +52,9 @@ def is_run(path: Path) -> bool:
 
 
 def find_runs(patterns: list[str]) -> list[Path]:
-    """Run directories named by ``patterns`` (paths or globs; a folder of run directories gives all of them). A
-    pattern that names an existing path is that path, never a glob: ``res[1]`` is the folder of that name even
-    where a folder ``res1`` exists."""
+    """Run directories named by ``patterns`` (paths or globs; a folder of run directories gives all of them, a run
+    directory also the ``seed_<k>`` runs inside it, said in a warning). A pattern that names an existing path is that
+    path, never a glob: ``res[1]`` is the folder of that name even where a folder ``res1`` exists."""
     found: list[Path] = []
     for pattern in patterns:
         matches = [pattern] if os.path.lexists(pattern) else sorted(glob.glob(pattern))
@@ -58,7 +62,7 @@ def find_runs(patterns: list[str]) -> list[Path]:
             raise ZooError(f"'{pattern}' matches no run directory: give a run directory (runs/NAME) or a glob")
         for match in map(Path, matches):
             if is_run(match):
-                found.append(match)
+                found += [match, *_seeds_inside(match)]
                 continue
             children = sorted(child for child in match.iterdir() if child.is_dir()) if match.is_dir() else []
             runs = [child for child in children if is_run(child)]  # each child listed and checked once
@@ -67,12 +71,35 @@ def find_runs(patterns: list[str]) -> list[Path]:
                 kept = set(runs)
                 _say_untrained([child for child in children if child not in kept])
             elif len(matches) == 1:
-                raise ZooError(f"'{match}' is not a run directory (no config.yaml and metrics.jsonl) and holds none")
+                raise ZooError(_holds_no_run(match, children))
             else:
                 _say_untrained([match])
     if not found:
         raise ZooError(f"no run directories in {patterns}: give run directories (runs/NAME) or a glob")
     return list(dict.fromkeys(found))
+
+
+def _seeds_inside(run: Path) -> list[Path]:
+    # Seed runs inside a run directory: what zoo run --seeds wrote into a finished run of the same name before it
+    # refused to. Plotted too, and said, so that they are not hidden behind the run that holds them.
+    seeds = sorted(child for child in run.iterdir() if SEED_FOLDER.fullmatch(child.name) and child.is_dir()
+                   and is_run(child))
+    if seeds:
+        log.warning(f"'{run}' is a run and also holds the seed runs {', '.join(seed.name for seed in seeds)} "
+                    f"(zoo run --seeds wrote them inside it): shown with it; move them into a folder of their own")
+    return seeds
+
+
+def _holds_no_run(folder: Path, children: list[Path]) -> str:
+    # Why a folder named alone gives nothing to read: a folder of seeds none of which has a metrics row yet, an
+    # empty folder, or anything else.
+    seeds = [child.name for child in children if SEED_FOLDER.fullmatch(child.name)]
+    if seeds:
+        return (f"'{folder}' holds {', '.join(seeds[:4])}{' ...' if len(seeds) > 4 else ''} but no seed has trained "
+                f"yet (no metrics rows): plot it once a seed has written its first row")
+    if folder.is_dir() and not any(folder.iterdir()):
+        return f"'{folder}' is an empty folder: no run has trained into it yet"
+    return f"'{folder}' is not a run directory (no config.yaml and metrics.jsonl) and holds none"
 
 
 def _say_untrained(folders: list[Path]) -> None:
