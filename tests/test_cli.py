@@ -109,7 +109,7 @@ def test_list_shows_builtins(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "ppo" in out and "a2c" in out and "built-in" in out and "serial_onpolicy" in out
-    assert re.search(r"^  memory +built-in +6 entries$", out, re.M)  # the benchmark suites, with their sources
+    assert re.search(r"^  memory +built-in +10 entries$", out, re.M)  # the benchmark suites, with their sources
 
 
 def test_eval_restores_observation_normalisation(tmp_path, capsys):

@@ -15,7 +15,9 @@ training (the runner's ``final_eval.json``). Suites:
   ``policy.type`` (the same entries as ``mujoco``'s: each trained once).
 - ``memory``: PPO with an LSTM, with a GRU, without memory and with 4 stacked frames on CartPoleNoVel-v1 (CartPole
   without velocities), the same settings (configs/ppo_lstm_cartpole_novel.py) and a fixed 200k budget; PPO with an
-  LSTM and without memory on PendulumNoVel-v1 (configs/ppo_lstm_pendulum_novel.py, 300k).
+  LSTM and without memory on PendulumNoVel-v1 (configs/ppo_lstm_pendulum_novel.py, 300k); PPO with an LSTM, a GRU,
+  without memory and with 4 stacked frames on popgym's RepeatFirstEasy (configs/ppo_lstm_repeat_first.py, 200k;
+  needs ``pip install 'zoo-rl[popgym]'``).
 - ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
   steps (the sac_pendulum config, whose runs are classic's ``sac_pendulum`` entry; HL-Gauss support [-1700, 0], the
   range of Pendulum's discounted returns).
@@ -115,6 +117,8 @@ _ACE_NO_RESET = Entry("sac_ace_noreset_halfcheetah", "sac_ace_halfcheetah.py",
 
 # The memory suite's budget: rl-baselines3-zoo trains its RecurrentPPO for 100k steps; twice that, fixed.
 _NOVEL = (*_FIXED_BUDGET, *_EVAL, "pipeline.max_env_steps=200000", "pipeline.eval_every=100")
+# popgym's RepeatFirstEasy at a fixed 200k (its episodes end with the deck: no stop_return in the config).
+_REPEAT = (*_EVAL, "pipeline.max_env_steps=200000", "pipeline.eval_every=100")
 
 BUILTIN_SUITES: dict[str, tuple[Entry, ...]] = {
     "classic": (
@@ -152,6 +156,12 @@ BUILTIN_SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("ppo_lstm_pendulum_novel", "ppo_lstm_pendulum_novel.py", (*_EVAL, "pipeline.eval_every=20"), 3.0),
         Entry("ppo_ff_pendulum_novel", "ppo_lstm_pendulum_novel.py",
               ("policy.recurrent=none", *_EVAL, "pipeline.eval_every=20"), 1.2),
+        # popgym's RepeatFirstEasy: the first card's suit, said at every step up to 51 steps later (zoo-rl[popgym])
+        Entry("ppo_lstm_repeat_first", "ppo_lstm_repeat_first.py", _REPEAT, 2.0),
+        Entry("ppo_gru_repeat_first", "ppo_lstm_repeat_first.py", ("policy.recurrent=gru", *_REPEAT), 3.5),
+        Entry("ppo_ff_repeat_first", "ppo_lstm_repeat_first.py", ("policy.recurrent=none", *_REPEAT), 1.0),
+        Entry("ppo_stack4_repeat_first", "ppo_lstm_repeat_first.py",
+              ("policy.recurrent=none", "env.kwargs={'task': 'RepeatFirstEasy', 'frames': 4}", *_REPEAT), 1.0),
     ),
     "hl_gauss": (
         _SAC_PENDULUM,  # the MSE baseline is classic's entry itself: trained once

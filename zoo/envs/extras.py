@@ -13,6 +13,8 @@ from ..errors import ZooError, first_line
 EXTRAS = {"gymnasium.envs.mujoco": "mujoco", "ale_py": "atari"}
 # The top-level modules each extra installs (what its envs import).
 EXTRA_MODULES = {"mujoco": {"mujoco", "imageio", "packaging"}, "atari": {"ale_py", "cv2"}}
+# zoo's extra for a package of envs named by a "module:EnvId" id, by the module's name.
+MODULE_EXTRAS = {"popgym": "popgym"}
 # pip's name for a module whose distribution is named otherwise.
 DISTRIBUTIONS = {"cv2": "opencv-python-headless", "ale_py": "ale-py"}
 
@@ -37,6 +39,9 @@ def missing_package_error(env_id: str, entry_point: str, exc: BaseException) -> 
     if module is None:
         fix = f"pip install 'zoo-rl[{extra}]'" if extra else "install the missing package"
         return ZooError(f"env '{env_id}' needs a package that is not installed ({first_line(exc)}): {fix}")
+    if extra is None and module in MODULE_EXTRAS:  # a package of envs zoo has an extra for (popgym)
+        return ZooError(f"env '{env_id}' needs the module '{module}', which is not installed: pip install "
+                        f"'zoo-rl[{MODULE_EXTRAS[module]}]'")
     if extra is not None and module in EXTRA_MODULES[extra]:
         fix = f"pip install 'zoo-rl[{extra}]'"
     else:

@@ -47,7 +47,7 @@ from ..errors import ConfigError, ZooError, first_line
 from ..lifetime import die_with_parent
 from ..registry import ENV_REGISTRY
 from .calls import GuardedCalls
-from .extras import missing_package_error
+from .extras import MODULE_EXTRAS, missing_package_error
 from .wrappers import FlattenObservation, flatten_vector_observation
 
 VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
@@ -61,6 +61,13 @@ def _registered_name(env_id: str) -> str:
     module, name = env_id.split(":", 1)
     try:
         importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module and module in MODULE_EXTRAS:
+            raise ZooError(f"env id '{env_id}' needs the module '{module}', which is not installed: pip install "
+                           f"'zoo-rl[{MODULE_EXTRAS[module]}]'") from None
+        raise ZooError(f"env id '{env_id}' names the module '{module}', which cannot be imported "
+                       f"({type(exc).__name__}: {first_line(exc, 120)}): put it on PYTHONPATH, or list it in "
+                       f"import_names (its folder in import_paths) and use the id '{name}'") from None
     except Exception as exc:
         raise ZooError(f"env id '{env_id}' names the module '{module}', which cannot be imported "
                        f"({type(exc).__name__}: {first_line(exc, 120)}): put it on PYTHONPATH, or list it in "

@@ -6,6 +6,11 @@ rl-baselines3-zoo's recurrent rows (which zero those entries where these drop th
 must remember earlier observations to act well; a feed-forward one sees a single frame, or with ``frames=k`` (in
 ``env.kwargs``) the last ``k`` observations side by side (the first repeated before it), the classic stand-in
 for memory.
+
+``PopGym-v0`` is one of popgym's tasks (``env.kwargs.task``, e.g. ``RepeatFirstEasy``: say the suit of the first card
+of the deck at every step, 51 steps later included; ``RepeatPreviousEasy``: the suit of the card 4 steps back), its
+Discrete observations one-hot, with ``frames`` as above. It needs ``pip install 'zoo-rl[popgym]'``; popgym's own ids
+(``popgym:popgym-RepeatFirstEasy-v0``) work too, without ``frames``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["PARTIAL_ENVS", "KeepObservations", "StackObservations", "make_cartpole_novel", "make_pendulum_novel"]
+__all__ = ["PARTIAL_ENVS", "KeepObservations", "StackObservations", "make_cartpole_novel", "make_pendulum_novel",
+           "make_popgym"]
 
 
 class KeepObservations(gym.ObservationWrapper):
@@ -71,4 +77,17 @@ def make_pendulum_novel(frames: int = 1, **kwargs: Any) -> gym.Env:
     return _stacked(KeepObservations(gym.make("Pendulum-v1", **kwargs), (0, 1)), frames)
 
 
-PARTIAL_ENVS = {"CartPoleNoVel-v1": make_cartpole_novel, "PendulumNoVel-v1": make_pendulum_novel}
+def make_popgym(task: str = "RepeatFirstEasy", frames: int = 1, **kwargs: Any) -> gym.Env:
+    """popgym's ``task`` (its env id without ``popgym-`` and ``-v0``, e.g. ``RepeatPreviousEasy``), observations
+    flattened (Discrete: one-hot), the last ``frames`` of them."""
+    import popgym  # noqa: F401  (registers its envs with gymnasium; zoo-rl[popgym])
+
+    env_id = f"popgym-{task}-v0"
+    if env_id not in gym.registry:
+        known = sorted(name[len("popgym-"):-len("-v0")] for name in gym.registry if name.startswith("popgym-"))
+        raise ValueError(f"popgym has no task '{task}' (tasks: {', '.join(known)})")
+    return _stacked(gym.wrappers.FlattenObservation(gym.make(env_id, **kwargs)), frames)
+
+
+PARTIAL_ENVS = {"CartPoleNoVel-v1": make_cartpole_novel, "PendulumNoVel-v1": make_pendulum_novel,
+                "PopGym-v0": make_popgym}
