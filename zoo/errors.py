@@ -4,11 +4,25 @@ import errno
 
 
 class ZooError(Exception):
-    """Base class for errors caused by user input (config, names, files); never a bug in zoo."""
+    """Base class for errors caused by user input (config, names, files); never a bug in zoo.
+
+    Examples:
+        >>> try:
+        ...     raise ConfigError("policy.gamma must be <= 1, got 1.5: set it in [0, 1]")
+        ... except ZooError as error:  # the CLI prints "zoo: error: " and this line, and exits with 2
+        ...     print(error)
+        policy.gamma must be <= 1, got 1.5: set it in [0, 1]
+    """
 
 
 class ConfigError(ZooError):
-    """A config file or value is invalid."""
+    """A config file or value is invalid: raise it (e.g. in ``check_spaces``) for a setting a policy cannot take.
+
+    Examples:
+        >>> error = ConfigError("action space Discrete(2) is not supported by my_policy: it takes a 1-D Box")
+        >>> isinstance(error, ZooError), str(error).startswith("action space")
+        (True, True)
+    """
 
 
 class UnknownNameError(ZooError, KeyError):
@@ -23,12 +37,22 @@ class DuplicateNameError(ZooError):
 
 
 class NonFiniteError(ZooError):
-    """A loss, gradient or env output is NaN or infinite; the training loop names the iteration and stops."""
+    """A loss, gradient or env output is NaN or infinite; the training loop names the iteration and stops.
+
+    Examples:
+        >>> isinstance(NonFiniteError("loss is NaN at iteration 12"), ZooError)  # one line, exit code 2
+        True
+    """
 
 
 class EnvError(ZooError):
     """The user's env raised in ``step``/``reset`` or did not return in time (``env.call_timeout_s``); the message
-    names the env id and the call."""
+    names the env id and the call.
+
+    Examples:
+        >>> isinstance(EnvError("env 'MyEnv-v0' raised in step: ValueError: bad action"), ZooError)  # one line
+        True
+    """
 
 
 class RunDirectoryError(ZooError):

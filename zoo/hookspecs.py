@@ -49,7 +49,11 @@ def register_policies(register: RegisterFunction) -> None:
     """Register policy classes: call ``register(name, policy_class)`` once per policy.
 
     The name is what a config's ``policy.type`` refers to. Registering a name another plugin already uses
-    raises DuplicateNameError naming both sources; zoo then skips this plugin with a warning.
+    raises DuplicateNameError naming both sources; zoo then skips this plugin with a warning. For example::
+
+        @hookimpl
+        def register_policies(register):
+            register("my_policy", MyPolicy)  # a zoo.policies.Policy subclass; policy.type = "my_policy"
     """
 
 
@@ -71,12 +75,26 @@ def register_envs(register: RegisterFunction) -> None:
     - Observations: a Box (vectors, or uint8 images, which the actor-critic policies encode with a CNN); Dict,
       Tuple, Discrete, MultiDiscrete and MultiBinary observations are flattened into a Box when the env is built,
       other spaces are refused. NaN or infinite rewards and observations stop the run with an error naming the env.
+
+    For example::
+
+        def make_my_env(size: int = 8) -> gymnasium.Env:  # env.kwargs: {size: 16}
+            return MyEnv(size)
+
+        @hookimpl
+        def register_envs(register):
+            register("my_env", make_my_env)  # env.id = "my_env"
     """
 
 
 @hookspec
 def register_pipelines(register: RegisterFunction) -> None:
-    """Register training pipelines: call ``register(name, pipeline_class)``."""
+    """Register training pipelines: call ``register(name, pipeline_class)``. For example::
+
+        @hookimpl
+        def register_pipelines(register):
+            register("my_pipeline", MyPipeline)  # pipeline.type = "my_pipeline", named in a policy's pipelines
+    """
 
 
 @hookspec
@@ -85,7 +103,11 @@ def register_models(register: RegisterFunction) -> None:
 
     An observation encoder for the actor-critic policies (``policy.encoder: NAME``) is a class or factory called as
     ``model_class(observation_space, **policy.encoder_kwargs)`` that returns an ``nn.Module`` mapping observations
-    ``(..., *obs_shape)`` to features ``(..., output_dim)``, with an integer attribute ``output_dim``.
+    ``(..., *obs_shape)`` to features ``(..., output_dim)``, with an integer attribute ``output_dim``. For example::
+
+        @hookimpl
+        def register_models(register):
+            register("my_encoder", MyEncoder)  # policy.encoder = "my_encoder": MyEncoder(observation_space, **kwargs)
     """
 
 
@@ -126,21 +148,43 @@ def register_bench_suites(register: RegisterFunction) -> None:
 @hookspec
 def on_metrics_row(row: dict, run_dir: str | None, cfg: dict) -> None:
     """After every metrics row is written (``row``: the row's keys and values, as in metrics.jsonl), e.g. to send
-    it to W&B or MLflow. ``run_dir`` is the run directory; ``cfg`` the resolved config."""
+    it to W&B or MLflow. ``run_dir`` is the run directory; ``cfg`` the resolved config. For example::
+
+        @hookimpl
+        def on_metrics_row(row, run_dir, cfg):
+            wandb.log(row, step=row["env_steps"])
+    """
 
 
 @hookspec
 def on_evaluation(returns: list, row: dict, run_dir: str | None, cfg: dict) -> None:
-    """After every evaluation during training: the episodes' returns and the row that will carry their mean."""
+    """After every evaluation during training: the episodes' returns and the row that will carry their mean. For
+    example::
+
+        @hookimpl
+        def on_evaluation(returns, row, run_dir, cfg):
+            print(f"{row['env_steps']} env steps: worst evaluation episode {min(returns):.1f}")
+    """
 
 
 @hookspec
 def should_stop(row: dict, cfg: dict) -> bool | None:
     """A custom stop rule, asked after every row: return True to stop the run now (it saves and ends with reason
-    ``callback``). Every process of a multi-process run stops together."""
+    ``callback``). Every process of a multi-process run stops together. For example::
+
+        @hookimpl
+        def should_stop(row, cfg):
+            return row.get("eval_return_mean") is not None and row["eval_return_mean"] >= 195.0
+    """
 
 
 @hookspec
 def on_run_end(summary: dict, run_dir: str | None, cfg: dict) -> None:
-    """Once, when the run ends (any reason but an error), after its last save: the summary ``zoo run`` prints."""
+    """Once, when the run ends (any reason but an error), after its last save: the summary ``zoo run`` prints. For
+    example::
+
+        @hookimpl
+        def on_run_end(summary, run_dir, cfg):
+            print(f"{cfg['policy']['type']} ended ({summary['reason']}) after {summary['env_steps']} env steps")
+    """
 

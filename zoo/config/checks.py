@@ -117,7 +117,14 @@ def validate_keys_and_types(user_cfg: Mapping, schema_cfg: Mapping, path: str = 
 
 @dataclass(frozen=True)
 class Range:
-    """Allowed interval for a numeric config value; a bound of None means unbounded on that side."""
+    """Allowed interval for a numeric config value; a bound of None means unbounded on that side.
+
+    Examples:
+        >>> Range(0.0, 1.0, low_inclusive=False).violation(0.0)
+        'must be > 0.0'
+        >>> Range(1, None, integer=True).violation(2.5), Range(1, None, integer=True).violation(3)
+        ('must be a whole number', None)
+    """
 
     low: float | None = None
     high: float | None = None

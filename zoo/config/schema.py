@@ -27,7 +27,15 @@ class Field:
     """One config key: ``default``, ``doc`` (its meaning, one line), ``type`` (what a value must be when the
     default is None: e.g. ``float`` for an optional number), ``range`` (``(low, high)`` inclusive, None open, or
     a ``Range``; applied to each element of a list), ``choices`` (allowed values) and ``frozen`` (a resumed run
-    may not change it: it shapes the saved state)."""
+    may not change it: it shapes the saved state).
+
+    Examples:
+        >>> clip = Field(0.2, "PPO's clip range", range=(0.0, 1.0))
+        >>> clip.default, clip.range, clip.frozen
+        (0.2, (0.0, 1.0), False)
+        >>> clip.but(0.1).default  # a subclass's other default, same meaning and range
+        0.1
+    """
 
     default: Any
     doc: str
@@ -88,6 +96,15 @@ def declare_fields(cls: type) -> None:
     declaring them); a key it declares replaces the base's. Inherited keys it does not mention come first, in the
     base's order, then its own. A key named in the class's ``withdrawn_fields`` (a tuple of names, e.g. a base's
     key that this class cannot honour) is not offered; naming a key no base or the class declares is an error.
+
+    Examples:
+        >>> class Base:
+        ...     fields = {"gamma": Field(0.99, "discount factor")}
+        >>> class Mine(Base):
+        ...     fields = {"my_coef": Field(0.5, "what my_coef weighs")}
+        >>> declare_fields(Base); declare_fields(Mine)  # Policy and the pipelines call it for every subclass
+        >>> Mine.default_config  # the base's key first, then its own
+        {'gamma': 0.99, 'my_coef': 0.5}
     """
     own = cls.__dict__.get("fields")
     if own is None:

@@ -21,7 +21,13 @@ import torch
 
 
 class Samples(dict):
-    """Flat ``(N, ...)`` tensors by name, also readable as attributes: ``samples.obs``, ``samples.advantage``."""
+    """Flat ``(N, ...)`` tensors by name, also readable as attributes: ``samples.obs``, ``samples.advantage``.
+
+    Examples:
+        >>> samples = Samples(obs=torch.zeros(4, 3), advantage=torch.ones(4))
+        >>> samples.advantage.sum(), samples["obs"].shape
+        (tensor(4.), torch.Size([4, 3]))
+    """
 
     def __getattr__(self, name: str) -> torch.Tensor:
         try:
@@ -49,6 +55,13 @@ class Rollout:
             whether each observation starts an episode (``episode_start[t] = not valid[t - 1]``), and the policy's
             memory just before reading it (already zeroed where an episode starts), ``(T + 1, B, *memory_shape)``.
             ``sequences`` cuts them into chunks (``zoo.policies.recurrent``).
+
+    Examples:
+        >>> flags = torch.zeros(2, 3, dtype=torch.bool)  # T = 2 steps of B = 3 sub-envs, no episode end
+        >>> rollout = Rollout(obs=torch.zeros(2, 3, 4), action=torch.zeros(2, 3), reward=torch.ones(2, 3),
+        ...                   terminated=flags, truncated=flags, valid=~flags, last_obs=torch.zeros(3, 4))
+        >>> rollout.steps, rollout.num_envs, rollout.valid_samples().obs.shape
+        (2, 3, torch.Size([6, 4]))
     """
 
     obs: torch.Tensor
@@ -143,6 +156,14 @@ class Unroll:
     A recurrent policy's unroll also holds ``episode_start`` ``(T + 1, B)`` (as ``Rollout.episode_start``) and
     ``memory`` ``(B, *memory_shape)``, the memory before its first observation: the learner re-runs the unroll from
     it (None for feed-forward policies).
+
+    Examples:
+        >>> flags = torch.zeros(2, 3, dtype=torch.bool)  # T = 2 steps of B = 3 sub-envs, no episode end
+        >>> unroll = Unroll(obs=torch.zeros(3, 3, 4), action=torch.zeros(2, 3), reward=torch.ones(2, 3),
+        ...                 terminated=flags, truncated=flags, valid=~flags,
+        ...                 behaviour={"logits": torch.zeros(2, 3, 2)}, policy_version=5)
+        >>> unroll.steps, unroll.obs.shape  # T + 1 observations
+        (2, torch.Size([3, 3, 4]))
     """
 
     obs: torch.Tensor
@@ -184,6 +205,13 @@ class Transitions:
 
     ``env`` (optional) is the sub-env index of each transition: the transitions of one sub-env follow each other
     in order, so n-step windows can be read back from a replay buffer (``ReplayBuffer.windows``).
+
+    Examples:
+        >>> obs = np.zeros((2, 3), np.float32)  # N = 2 transitions, the second one ends its episode
+        >>> batch = Transitions(obs=obs, action=np.zeros((2, 1), np.float32), reward=np.ones(2, np.float32),
+        ...                     next_obs=obs, terminated=np.array([False, True]), truncated=np.zeros(2, bool))
+        >>> len(batch), batch.as_tensors()["terminated"]
+        (2, tensor([False,  True]))
     """
 
     obs: np.ndarray

@@ -73,6 +73,16 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
     ``model(obs) -> (policy_output, value)``), ``discrete`` (logits out: Discrete, MultiDiscrete, MultiBinary),
     ``nvec`` (the component sizes of a MultiDiscrete/MultiBinary action, else None), ``unpack_policy_output``,
     ``value``, ``update_learning_rate(ctx)``, ``optimizer_step(loss, ctx)`` and ``process_rollout`` (GAE).
+
+    Examples:
+        >>> class MyPolicy(ActorCriticPolicy):  # update(batch, ctx) left out: this one only acts
+        ...     fields = {"my_coef": Field(0.5, "what my_coef weighs")}  # with the base's keys
+        >>> cfg = EasyDict(MyPolicy.default_config)
+        >>> cfg.my_coef, cfg.gamma, cfg.hidden_sizes
+        (0.5, 0.99, [64, 64])
+        >>> policy = MyPolicy(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), "cpu")
+        >>> policy.collect(torch.zeros(3, 4)).action.shape  # one env action per observation
+        (3,)
     """
 
     # Whether ``learn`` handles MultiDiscrete/MultiBinary actions (padded logits from ``unpack_policy_output`` and

@@ -87,6 +87,11 @@ class CollectOutput:
     ``raw_action`` is what the loss needs (the unclipped Gaussian sample, or the discrete index; None means
     ``torch.as_tensor(action)``); ``extras`` are optional per-step tensors of leading size B (log-prob, value,
     behaviour-policy outputs...), stacked by the collector into ``Rollout.extras``.
+
+    Examples:
+        >>> out = CollectOutput(np.array([1, 0]), extras={"value": torch.zeros(2)})  # 2 sub-envs, Discrete actions
+        >>> out.raw_action is None, out.extras["value"].shape  # None: the loss reads the env actions
+        (True, torch.Size([2]))
     """
 
     action: np.ndarray
@@ -101,6 +106,16 @@ class RolloutActor(Protocol):
     step t's row of the rollout's observations, which the actor must not write) and sends the returned env actions
     to the env; then ``finish()`` once, for the raw actions ``(steps, num_envs, ...)`` and the extras (each
     ``(steps, num_envs, ...)``), as tensors (on the CPU or the policy's device).
+
+    Examples:
+        >>> class Zeros(Policy):
+        ...     def collect(self, obs): return CollectOutput(np.zeros(len(obs), dtype=np.int64))
+        >>> policy = Zeros({}, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), "cpu")
+        >>> actor = policy.rollout_actor(steps=2, num_envs=3)  # the default RolloutActor: CollectActor
+        >>> actor.act(0, np.zeros((3, 4), np.float32)), actor.act(1, np.zeros((3, 4), np.float32))
+        (array([0, 0, 0]), array([0, 0, 0]))
+        >>> actor.finish()[0].shape  # the raw actions, (steps, num_envs)
+        torch.Size([2, 3])
     """
 
     def act(self, t: int, obs: np.ndarray) -> np.ndarray:
@@ -148,6 +163,11 @@ class LearnContext:
             ``gradient_steps``; on-policy policies decide themselves and ignore it).
 
     The methods are the hooks a multi-process pipeline overrides; serially they return their input.
+
+    Examples:
+        >>> ctx = LearnContext(progress=0.5, iteration=3, env_steps=4096)
+        >>> ctx.world_size, ctx.mean(0.02), ctx.min(8), ctx.any(False)  # one learner: its own values
+        (1, 0.02, 8, False)
     """
 
     def __init__(
@@ -183,7 +203,17 @@ class LearnContext:
 
 
 class Policy:
-    """Base class of every policy; see the module docstring for what a pipeline calls and when."""
+    """Base class of every policy; see the module docstring for what a pipeline calls and when.
+
+    Examples:
+        >>> class Still(Policy):  # acts 0 everywhere; a real policy also writes collect and learn
+        ...     pipelines = ("serial_offpolicy",)
+        ...     def deterministic_action(self, obs): return torch.zeros(len(obs), 1)
+        >>> policy = Still({}, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (1,)), "cpu")
+        >>> policy.evaluate(torch.zeros(2, 3))  # from deterministic_action
+        array([[0.],
+               [0.]], dtype=float32)
+    """
 
     default_config: ClassVar[dict[str, Any]] = {}
     # key -> (low, high) inclusive (None = open) or a zoo.config.Range; checked before a run starts.
@@ -312,7 +342,18 @@ class Policy:
 
 class ActingGraph(torch.nn.Module):
     """``policy.deterministic_action`` as a module: it holds the networks acting uses (the declared acting parts'
-    modules, or ``networks``), so that tracing records their weights as parameters."""
+    modules, or ``networks``), so that tracing records their weights as parameters.
+
+    Examples:
+        >>> class Tanh(Policy):
+        ...     acting_parts = ("net",)
+        ...     def deterministic_action(self, obs): return self.net(obs).tanh()
+        >>> policy = Tanh({}, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (1,)), "cpu")
+        >>> policy.net = torch.nn.Linear(3, 1)
+        >>> graph = ActingGraph(policy)  # what the default export_module returns
+        >>> graph(torch.zeros(5, 3)).shape, sum(p.numel() for p in graph.parameters())  # the net's 3 + 1
+        (torch.Size([5, 1]), 4)
+    """
 
     def __init__(self, policy: Policy, networks: dict[str, torch.nn.Module] | None = None) -> None:
         super().__init__()

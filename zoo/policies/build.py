@@ -24,7 +24,15 @@ def policy_class(cfg: Mapping[str, Any]) -> type[Policy]:
 def build_policy(cfg: Mapping[str, Any], observation_space: gym.Space, action_space: gym.Space,
                  device: torch.device | str = "cpu", acting_only: bool = False) -> Policy:
     """``cfg.policy.type``'s policy for these spaces (``check_spaces`` first: a ConfigError line for spaces it
-    cannot handle), built from the ``policy`` section on ``device``; ``acting_only``: no optimiser or critic."""
+    cannot handle), built from the ``policy`` section on ``device``; ``acting_only``: no optimiser or critic.
+
+    Examples:
+        >>> from zoo.config.resolve import resolve_config
+        >>> cfg = resolve_config({"policy": {"type": "ppo", "hidden_sizes": [16]}})  # defaults merged, checked
+        >>> policy = build_policy(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), acting_only=True)
+        >>> type(policy).__name__, policy.evaluate(torch.zeros(3, 4)).shape
+        ('PPOPolicy', (3,))
+    """
     cls = policy_class(cfg)
     cls.check_spaces(observation_space, action_space)
     return cls(cfg["policy"], observation_space, action_space, torch.device(device), acting_only=acting_only)

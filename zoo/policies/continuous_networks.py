@@ -226,7 +226,14 @@ class DeterministicActor(nn.Module):
 
 def check_bounded_box(algorithm: str, observation_space: gym.Space, action_space: gym.Space) -> None:
     """Raise ``ConfigError`` unless the observations are a Box and the actions a 1-D Box with finite bounds (the
-    spaces of a tanh-squashed actor)."""
+    spaces of a tanh-squashed actor).
+
+    Examples:
+        >>> check_bounded_box("SAC", gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (1,)))  # accepted
+        >>> check_bounded_box("SAC", gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2))
+        Traceback (most recent call last):
+        zoo.errors.ConfigError: action space Discrete(2) is not supported by SAC: it takes a 1-D Box with finite ...
+    """
     if not isinstance(observation_space, gym.spaces.Box) or observation_space.shape is None:
         raise ConfigError(
             f"observation space {observation_space} is not supported by {algorithm}: it takes Box observations"
@@ -242,7 +249,13 @@ def check_bounded_box(algorithm: str, observation_space: gym.Space, action_space
 
 
 class BoxActions:
-    """The affine map between a bounded Box's env actions and the [-1, 1] range of a tanh actor."""
+    """The affine map between a bounded Box's env actions and the [-1, 1] range of a tanh actor.
+
+    Examples:
+        >>> actions = BoxActions(gym.spaces.Box(0.0, 2.0, (2,)), torch.device("cpu"))
+        >>> actions.to_unit(torch.tensor([0.0, 1.5])), actions.to_env(np.array([1.0, -1.0]))
+        (tensor([-1.0000,  0.5000]), array([2., 0.]))
+    """
 
     def __init__(self, action_space: gym.spaces.Box, device: torch.device) -> None:
         low = torch.as_tensor(action_space.low, dtype=torch.float32, device=device)

@@ -85,7 +85,15 @@ ACTOR_CRITIC_FIELDS["compile"] = COMPILE_FIELD
 
 def soft_update(target: nn.Module | torch.Tensor, source: nn.Module | torch.Tensor, tau: float) -> None:
     """``target <- target + tau * (source - target)`` in place, for two modules of the same structure (parameters
-    and floating-point buffers) or two tensors (e.g. flat parameter buffers); ``tau = 1`` copies exactly."""
+    and floating-point buffers) or two tensors (e.g. flat parameter buffers); ``tau = 1`` copies exactly.
+
+    Examples:
+        >>> target, source = torch.zeros(3), torch.ones(3)
+        >>> soft_update(target, source, tau=0.1)
+        >>> target
+        tensor([0.1000, 0.1000, 0.1000])
+        >>> soft_update(nn.Linear(2, 2), nn.Linear(2, 2), tau=1.0)  # modules: a hard copy, as DQN's target
+    """
     with torch.no_grad():
         if isinstance(target, torch.Tensor):
             pairs = [(target, source)]
@@ -121,6 +129,17 @@ class OffPolicyPolicy(Policy):
     Subclasses implement ``explore_action(obs) -> Tensor`` (or ``explore(obs) -> np.ndarray``) and ``update(batch,
     ctx) -> metrics``; their ``fields`` extend this base's (``batch_size``, ``precision``, ``compile``: see the module
     docstring for the rest of the contract, and for ``compilable``).
+
+    Examples:
+        >>> class Still(OffPolicyPolicy):  # update(batch, ctx) left out: this one only acts
+        ...     def explore_action(self, obs): return torch.zeros(len(obs), 1)
+        >>> sorted(Still.default_config)  # the base's keys
+        ['batch_size', 'compile', 'precision']
+        >>> observation_space, action_space = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (1,))
+        >>> policy = Still(EasyDict(Still.default_config), observation_space, action_space, "cpu")
+        >>> policy.collect(torch.zeros(2, 3)).action  # explore_action's env actions, as the replay stores them
+        array([[0.],
+               [0.]], dtype=float32)
     """
 
     pipelines: ClassVar[tuple[str, ...]] = ("serial_offpolicy",)

@@ -47,6 +47,12 @@ def normalize_advantage(advantage: torch.Tensor, ctx: LearnContext | None = None
     samples together (one ``ctx.sum`` of count, sum and sum of squares), so that W learners with B samples each
     normalise exactly as one learner with W x B samples. ``advantage_moments`` does the same for many minibatches
     in one collective.
+
+    Examples:
+        >>> normalize_advantage(torch.tensor([1.0, 2.0, 3.0]))
+        tensor([-1.,  0.,  1.])
+        >>> normalize_advantage(torch.tensor([4.0]))  # one sample: unchanged
+        tensor([4.])
     """
     if ctx is not None and ctx.world_size > 1:
         return normalize_with(advantage, advantage_moments(advantage, [None], ctx)[0])
@@ -62,6 +68,11 @@ def advantage_moments(
 
     ``minibatches`` holds index tensors (None: all of ``advantage``); learner k's i-th minibatch joins every
     other learner's i-th. An entry is None where the learners hold fewer than 2 samples in all (left as is).
+
+    Examples:
+        >>> advantage = torch.tensor([1.0, 2.0, 3.0, 5.0])
+        >>> advantage_moments(advantage, [torch.tensor([0, 1, 2]), torch.tensor([3])], LearnContext())
+        [(tensor(2.), tensor(1.)), None]
     """
     rows = []
     for index in minibatches:
@@ -81,7 +92,14 @@ def advantage_moments(
 
 
 def normalize_with(advantage: torch.Tensor, moments: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-    """``(advantage - mean) / (std + 1e-8)`` with moments from ``advantage_moments`` (None: unchanged)."""
+    """``(advantage - mean) / (std + 1e-8)`` with moments from ``advantage_moments`` (None: unchanged).
+
+    Examples:
+        >>> advantage = torch.tensor([1.0, 2.0, 3.0, 5.0])
+        >>> first, second = advantage_moments(advantage, [torch.tensor([0, 1, 2]), torch.tensor([3])], LearnContext())
+        >>> normalize_with(advantage[:3], first), normalize_with(advantage[3:], second)
+        (tensor([-1.,  0.,  1.]), tensor([5.]))
+    """
     if moments is None:
         return advantage
     mean, std = moments

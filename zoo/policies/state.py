@@ -105,7 +105,18 @@ def tensors_of(value: Any) -> Iterator[torch.Tensor]:
 
 
 class LearnerState:
-    """The declared state of one policy (``acting_parts`` and, unless acting only, ``learning_parts``)."""
+    """The declared state of one policy (``acting_parts`` and, unless acting only, ``learning_parts``).
+
+    Examples:
+        >>> import gymnasium as gym; from zoo.policies import Policy
+        >>> class Tiny(Policy):
+        ...     acting_parts, learning_parts = ("net",), ("updates",)
+        >>> policy = Tiny({}, gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), "cpu")
+        >>> policy.net, policy.updates = nn.Linear(2, 1), 7
+        >>> state = LearnerState(policy)  # also policy.learner_state
+        >>> sorted(state.state_dict()), sorted(state.actor_state_dict()), list(state.networks())
+        (['net', 'updates'], ['bias', 'weight'], ['net'])
+    """
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
