@@ -54,8 +54,9 @@ class ImpalaPolicy(ActorCriticPolicy):
         "compile": ONPOLICY_COMPILE_FIELD,
     }
     # gSDE's per-sub-env exploration matrices live with a collector; IMPALA's actors act apart from the learner.
-    # A recurrent learner re-runs each whole unroll from its stored memory: no chunks (sequence_length).
-    withdrawn_fields: ClassVar[tuple[str, ...]] = ("use_sde", "sde_sample_freq", "full_std", "sequence_length")
+    # A recurrent learner re-runs each whole unroll from its stored memory: no chunks (sequence_length, burn_in).
+    withdrawn_fields: ClassVar[tuple[str, ...]] = ("use_sde", "sde_sample_freq", "full_std", "sequence_length",
+                                                   "burn_in")
 
     def _bounded(self, output: Any) -> Any:
         # Without a bound, a lagging behaviour policy let the mean drift far outside the action range on

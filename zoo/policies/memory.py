@@ -39,6 +39,9 @@ MEMORY_FIELDS = {
     "recurrent_shared": Field(False, "recurrent core: one for actor and critic (else one each)", frozen=True),
     "sequence_length": Field(16, "recurrent core: steps per learning chunk (must divide pipeline.rollout_steps; "
                              "a minibatch is minibatch_size // sequence_length chunks)", range=(1, None)),
+    "burn_in": Field(0, "recurrent core: before each chunk, re-run up to this many earlier steps of its env without "
+                     "gradients from the memory stored there, so the chunk starts from the current weights' memory "
+                     "(0: from the stored memory)", range=(0, None)),
 }
 
 # The per-step columns the core reads in sequence form; every other column is flattened to the valid steps.
