@@ -113,11 +113,17 @@ class Rollout:
             return Samples({name: x.flatten(0, 1) for name, x in per_step.items()})
         return Samples({name: x.flatten(0, 1)[valid] for name, x in per_step.items()})
 
-    def sequences(self, length: int) -> Samples:
+    def sequences(self, length: int, burn_in: int = 0) -> Samples:
         """A recurrent policy's learning columns: env-contiguous chunks of ``length`` steps, chunk-major
         ``(C, length, ...)`` with ``C = B * T / length`` (chunk ``j`` of sub-env ``b`` at row ``j * B + b``), of every
         per-step field and extra, ``valid`` and ``episode_start``, plus ``memory`` ``(C, *memory_shape)``: the memory
-        at each chunk's first step, as the acting loop had it. ``length`` must divide T: no padding."""
+        at each chunk's first step, as the acting loop had it. ``length`` must divide T: no padding.
+
+        ``burn_in`` > 0 adds what re-runs the steps before each chunk (``zoo.policies.memory``): ``burn_obs``
+        ``(C, burn_in, ...)`` and ``burn_start`` ``(C, burn_in)``, the observations and episode starts of the
+        ``burn_in`` steps of its sub-env before the chunk (zeros and False before the rollout's first step),
+        ``burn_steps`` ``(C,)``, how many of them the rollout holds (``min(burn_in, start)``: the last ones), and
+        ``burn_memory`` ``(C, *memory_shape)``, the memory the acting loop had before the first of those."""
         if self.memory is None or self.episode_start is None:
             raise ValueError("this rollout holds no memory: it was not collected by a recurrent policy")
         steps, envs = self.steps, self.num_envs
@@ -133,6 +139,19 @@ class Rollout:
                     **self.extras}
         columns = Samples({name: chunked(x) for name, x in per_step.items()})
         columns["memory"] = self.memory[:steps:length].flatten(0, 1)
+        if burn_in > 0:
+            starts = torch.arange(0, steps, length)
+            before = starts[:, None] + torch.arange(burn_in)  # rows of the front-padded steps: start - burn_in + i
+
+            def preceding(x: torch.Tensor) -> torch.Tensor:  # (count, burn_in, B, ...) -> (C, burn_in, ...)
+                padded = torch.cat([x.new_zeros((burn_in, *x.shape[1:])), x[:steps]])
+                return padded[before].transpose(1, 2).flatten(0, 1)
+
+            held = torch.clamp(starts, max=burn_in)
+            columns["burn_obs"] = preceding(self.obs)
+            columns["burn_start"] = preceding(self.episode_start)
+            columns["burn_steps"] = held.repeat_interleave(envs)
+            columns["burn_memory"] = self.memory[starts - held].flatten(0, 1)
         return columns
 
     def to_unroll(self, policy_version: int) -> Unroll:

@@ -44,8 +44,9 @@ MEMORY_FIELDS = {
                      "(0: from the stored memory)", range=(0, None)),
 }
 
-# The per-step columns the core reads in sequence form; every other column is flattened to the valid steps.
-SEQUENCE_COLUMNS = ("obs", "memory", "episode_start", "valid")
+# The per-step columns the core reads in sequence form (and burn-in's, per chunk); every other column is flattened
+# to the valid steps.
+SEQUENCE_COLUMNS = ("obs", "memory", "episode_start", "valid", "burn_obs", "burn_start", "burn_steps", "burn_memory")
 
 
 class MemoryActor:
@@ -200,9 +201,10 @@ class MemoryLearning:
     def learning_columns(self, batch: Any) -> dict[str, torch.Tensor]:
         if not (self.recurrent and self.learns_in_chunks):
             return super().learning_columns(batch)  # type: ignore[misc]
-        chunks = batch.sequences(int(self.cfg.sequence_length))
+        burn_in = int(self.cfg.get("burn_in", 0))
+        chunks = batch.sequences(int(self.cfg.sequence_length), burn_in)
         names = ("obs", "memory", "episode_start", "valid", "action", "policy_output", "value", "advantage",
-                 "returns")
+                 "returns", *(("burn_obs", "burn_start", "burn_steps", "burn_memory") if burn_in else ()))
         return {name: chunks[name] for name in names}
 
     def minibatch_units(self) -> int:
@@ -218,8 +220,8 @@ class MemoryLearning:
         chunks = {name: column if index is None else column[index] for name, column in columns.items()}
         valid = chunks["valid"].reshape(-1)
         steps = {name: column.flatten(0, 1)[valid] for name, column in chunks.items() if name not in SEQUENCE_COLUMNS}
-        return super().gather({**steps, **{name: chunks[name] for name in SEQUENCE_COLUMNS}}, None,  # type: ignore
-                              moments, scheduled)
+        sequences = {name: chunks[name] for name in SEQUENCE_COLUMNS if name in chunks}
+        return super().gather({**steps, **sequences}, None, moments, scheduled)  # type: ignore[misc]
 
     def forward_batch(self, batch: dict[str, Any]) -> tuple[Any, torch.Tensor]:
         """The policy outputs and values of a minibatch's samples, in the order of its per-step columns: the model
@@ -227,6 +229,25 @@ class MemoryLearning:
         if not self.recurrent:
             return self.model(batch["obs"])
         obs = batch["obs"].transpose(0, 1)  # (L, C, ...) time-major
-        output, value, _ = self.model(obs, batch["memory"], batch["episode_start"].transpose(0, 1), final=False)
+        memory = self.burned_memory(batch) if "burn_obs" in batch else batch["memory"]
+        output, value, _ = self.model(obs, memory, batch["episode_start"].transpose(0, 1), final=False)
         valid = batch["valid"].reshape(-1)
         return _at_steps(output, valid), _at_steps(value, valid)
+
+    @torch.no_grad()
+    def burned_memory(self, batch: dict[str, Any]) -> torch.Tensor:
+        """``policy.burn_in``: each chunk's memory at its start, from the current weights: the steps of its env
+        before it (up to ``burn_in``, those the rollout holds) re-run without gradients from the memory the acting
+        loop had before them, resetting at their episode starts (and zeroed where the chunk's first step starts one,
+        as the stored memory is). A chunk with none keeps its stored memory. One
+        batched unroll per count of held steps (at most ``burn_in / sequence_length + 1`` of them)."""
+        memory, width = batch["memory"].clone(), batch["burn_obs"].shape[1]
+        held = batch["burn_steps"]
+        for steps in torch.unique(held).tolist():
+            if steps == 0:
+                continue
+            rows = held == steps
+            obs = batch["burn_obs"][rows, width - steps:].transpose(0, 1)
+            starts = batch["burn_start"][rows, width - steps:].transpose(0, 1)
+            _, _, memory[rows] = self.model(obs, batch["burn_memory"][rows], starts)
+        return zero_where(memory, batch["episode_start"][:, 0])  # as stored: zeroed where the chunk starts one
