@@ -75,10 +75,10 @@ ACTOR_CRITIC_FIELDS: dict[str, Field] = {
     "tau": Field(0.005, "Polyak rate of the target networks", range=(0.0, 1.0)),
     "max_grad_norm": Field(0.0, "clip the gradient norm to this (0: no clipping)", range=(0.0, None)),
 }
-# Every policy of the family offers it (OffPolicyPolicy declares it); see zoo.accel.precision.
-PRECISION_FIELD = Field("fp32", "arithmetic of the gradient updates: fp32, bf16 (autocast matmuls, fp32 weights, "
-                        "optimiser and losses) or auto (bf16 where the device has native bf16 matmuls and the "
-                        "networks are wide enough to gain)", choices=PRECISIONS)
+PRECISION_FIELD = Field(  # every policy of the family offers it (OffPolicyPolicy declares it); zoo.accel.precision
+    "fp32", "arithmetic of the gradient updates: fp32, bf16 (autocast matmuls, fp32 weights, optimiser and losses) "
+    "or auto (bf16 where the device has native bf16 matmuls and the networks are wide enough to gain)",
+    choices=PRECISIONS)
 ACTOR_CRITIC_FIELDS["precision"] = PRECISION_FIELD
 ACTOR_CRITIC_FIELDS["compile"] = COMPILE_FIELD
 
@@ -409,10 +409,8 @@ class OffPolicyPolicy(Policy):
         - ``action``: ``(B, *action_shape)``, the env actions in the action space's dtype (int64 for Discrete,
           float32 for Box: the replay convention, see the module docstring).
         - ``reward``: ``(B,)`` float32.
-        - ``terminated``, ``truncated``: ``(B,)`` bool: use ``(~terminated).float()`` (or ``1.0 -
-          terminated.float()``) in arithmetic; a terminated step does not bootstrap, a truncated one does.
-
-        With ``sample_windows`` (n-step), ``reward``, ``terminated`` and ``truncated`` are ``(n, B)``.
+        - ``terminated``, ``truncated``: ``(B,)`` bool: use ``(~terminated).float()`` in arithmetic; a terminated
+          step does not bootstrap, a truncated one does. (n-step ``sample_windows``: these and ``reward`` ``(n, B)``.)
         """
         raise NotImplementedError
 
