@@ -10,6 +10,7 @@ import pytest
 import torch
 from helpers import new_policy
 
+from zoo.errors import ConfigError
 from zoo.pipelines.collector import VectorCollector
 from zoo.policies import ImpalaPolicy, LearnContext, PPOPolicy
 
@@ -92,3 +93,11 @@ def test_a_recurrent_update_with_burn_in_learns_and_impala_does_not_offer_the_ke
     assert all(np.isfinite(v) for v in metrics.values())
     assert any(not torch.equal(p, b) for p, b in zip(policy.model.parameters(), before))
     assert PPOPolicy.default_config["burn_in"] == 0 and "burn_in" not in ImpalaPolicy.fields
+
+
+def test_burn_in_where_every_chunk_starts_its_rollout_is_refused_in_one_line():
+    policy, _ = _setup(length=8, burn_in=4)
+    with pytest.raises(ConfigError, match=r"policy.burn_in=4 .* one chunk of each rollout \(8 steps\): set "
+                                          r"policy.sequence_length below pipeline.rollout_steps \(e.g. 4\)"):
+        policy.check_rollout_steps(8)
+    policy.check_rollout_steps(16)  # two chunks a rollout: the second one's burn-in reads the first's steps

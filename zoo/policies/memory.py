@@ -172,6 +172,12 @@ class MemoryLearning:
         if self.recurrent and steps % length:
             raise ConfigError(f"policy.sequence_length={length} does not divide pipeline.rollout_steps={steps}: set "
                               f"policy.sequence_length to a divisor of it")
+        burn_in = self.cfg.get("burn_in", 0)
+        if self.recurrent and self.learns_in_chunks and burn_in and length >= steps:
+            raise ConfigError(f"policy.burn_in={burn_in} re-runs the steps of a rollout before each chunk, but "
+                              f"policy.sequence_length={length} makes one chunk of each rollout ({steps} steps): set "
+                              f"policy.sequence_length below pipeline.rollout_steps (e.g. {max(1, steps // 2)}), or "
+                              f"policy.burn_in=0")
 
     @torch.no_grad()
     def act_with_memory(self, obs: torch.Tensor, memory: torch.Tensor | None,
