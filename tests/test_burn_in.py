@@ -96,7 +96,8 @@ def test_a_recurrent_update_with_burn_in_learns_and_impala_does_not_offer_the_ke
 
 
 def test_burn_in_where_every_chunk_starts_its_rollout_is_refused_in_one_line():
-    policy, _ = _setup(length=8, burn_in=4)
+    policy, _ = _setup(length=2, burn_in=4)
+    policy.cfg.sequence_length = 8
     with pytest.raises(ConfigError, match=r"policy.burn_in=4 .* one chunk of each rollout \(8 steps\): set "
                                           r"policy.sequence_length below pipeline.rollout_steps \(e.g. 4\)"):
         policy.check_rollout_steps(8)
