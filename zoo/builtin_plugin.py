@@ -36,10 +36,11 @@ def register_pipelines(register: Callable[[str, Any], Any]) -> None:
 @hookimpl
 def register_envs(register: Callable[[str, Any], Any]) -> None:
     from .envs.atari import make_atari_env  # imports gymnasium only; ale-py is imported when an env is built
+    from .envs.masked import MASKED_ENVS
     from .envs.partial import PARTIAL_ENVS
 
     register("atari", make_atari_env)
-    for name, factory in PARTIAL_ENVS.items():
+    for name, factory in {**PARTIAL_ENVS, **MASKED_ENVS}.items():
         register(name, factory)
 
 

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..rl_utils import MASKED_LOGIT
+
 
 def _elu_into(z: np.ndarray, out: np.ndarray) -> None:
     np.copyto(out, np.where(z > 0.0, z, np.expm1(np.minimum(z, 0.0))))
@@ -212,11 +214,16 @@ class NumpyRolloutActor:
             self._action = np.empty((steps, num_envs, width), dtype=np.float32)
             self._rows = list(zip(self._output, [None] * steps, self._action))  # (no pre-drawn noise)
         self._to_env = to_env
+        self._masks: np.ndarray | None = None  # (steps, B, width) where the env gives action masks
 
-    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
-        """Sample step ``t``'s actions for ``obs``; returns what the env receives."""
+    def act(self, t: int, obs: np.ndarray, action_mask: np.ndarray | None = None) -> np.ndarray:
+        """Sample step ``t``'s actions for ``obs`` (among the valid ones where ``action_mask`` ``(B, width)`` is
+        given: their logits masked, ``zoo.policies.masking``); returns what the env receives."""
         out, noise, action = self._rows[t]
         self._forward(obs, out)
+        if action_mask is not None:
+            self._masks = _record_mask(self._masks, t, action_mask, len(self._rows))
+            out[~action_mask] = MASKED_LOGIT
         if self.discrete:
             np.subtract(out, noise, out=self._scratch)
             self._scratch.argmax(axis=-1, out=action)
@@ -231,6 +238,8 @@ class NumpyRolloutActor:
         if not self.discrete:
             output = np.concatenate([output, np.broadcast_to(self._sigma, output.shape)], axis=-1)
         extras = {"policy_output": torch.from_numpy(output)}
+        if self._masks is not None:
+            extras["action_mask"] = torch.from_numpy(self._masks)
         if self._log_prob:  # log-softmax at the sampled actions, for the whole rollout in a few numpy calls
             width = output.shape[-1]
             shifted = (output - np.maximum.reduce(output, axis=-1, keepdims=True)).reshape(-1, width)
@@ -238,3 +247,11 @@ class NumpyRolloutActor:
             chosen = shifted[np.arange(len(shifted)), self._action.reshape(-1)]
             extras["log_prob"] = torch.from_numpy((chosen - normaliser).reshape(self._action.shape))
         return torch.from_numpy(self._action), extras
+
+
+def _record_mask(masks: np.ndarray | None, t: int, action_mask: np.ndarray, steps: int) -> np.ndarray:
+    """``masks`` ``(steps, B, width)`` (made at the first step) with step ``t``'s row set to ``action_mask``."""
+    if masks is None:
+        masks = np.ones((steps, *action_mask.shape), dtype=bool)
+    masks[t] = action_mask
+    return masks

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from scipy.special import expit
 
-from .numpy_acting import LiveMLP
+from ..rl_utils import MASKED_LOGIT
+from .numpy_acting import LiveMLP, _record_mask
 
 
 class NumpyCore:
@@ -106,9 +107,12 @@ class NumpyMemoryActor:
             self._action = np.empty((steps, num_envs, width), np.float32)
         self._to_env = to_env
         self.memory: torch.Tensor | None = None
+        self._masks: np.ndarray | None = None  # (steps, B, width) where the env gives action masks
 
-    def act(self, t: int, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
-        """The env actions of step ``t``: the memory zeroed where ``episode_start``, one step of the core(s)."""
+    def act(self, t: int, obs: np.ndarray, episode_start: np.ndarray,
+            action_mask: np.ndarray | None = None) -> np.ndarray:
+        """The env actions of step ``t``: the memory zeroed where ``episode_start``, one step of the core(s); the
+        invalid actions' logits masked where ``action_mask`` is given (``zoo.policies.masking``)."""
         memory = self._memory
         memory[episode_start] = 0.0
         self._memories[t] = memory
@@ -118,6 +122,9 @@ class NumpyMemoryActor:
         h_critic = self._cores[1].step(x, memory[:, layers:]) if len(self._cores) > 1 else h_actor
         out = self._output[t]
         out[...] = self._actor(h_actor)
+        if action_mask is not None:
+            self._masks = _record_mask(self._masks, t, action_mask, len(self._output))
+            out[~action_mask] = MASKED_LOGIT
         self._value[t] = self._critic(h_critic)[:, 0]
         action = self._action[t]
         if self.discrete:
@@ -133,8 +140,10 @@ class NumpyMemoryActor:
         if not self.discrete:
             output = np.concatenate([output, np.broadcast_to(self._sigma, output.shape)], axis=-1)
         self.memory = torch.from_numpy(self._memory)
-        return torch.from_numpy(self._action), {"policy_output": torch.from_numpy(output),
-                                                "value": torch.from_numpy(self._value)}
+        extras = {"policy_output": torch.from_numpy(output), "value": torch.from_numpy(self._value)}
+        if self._masks is not None:
+            extras["action_mask"] = torch.from_numpy(self._masks)
+        return torch.from_numpy(self._action), extras
 
     def memory_sequence(self) -> torch.Tensor:
         """The memory before every step's observation, ``(steps, B, *memory_shape)``."""

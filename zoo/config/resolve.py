@@ -55,6 +55,10 @@ BASE_FIELDS: dict[str, Any] = {
     "env.backend": Field("gymnasium", "what steps the envs: gymnasium (Python) or envpool (EnvPool's C++ threads, its "
                          "own ids and env.kwargs: pip install 'zoo-rl[envpool]')", choices=("gymnasium", "envpool"),
                          frozen=True),
+    "env.action_mask": Field("none", "where the env's action masks come from (Discrete, MultiDiscrete): auto (its "
+                             "action_masks() method, else info['action_mask']), method, info, or none (no masks); "
+                             "with masks invalid actions are never taken (docs/action-masks.md)",
+                             choices=("auto", "none", "info", "method")),
     "env.call_timeout_s": Field(600.0, "an env step() or reset() that has not returned after this many seconds stops "
                                 "the run with an error naming the env (0: no limit)", range=(0.0, None)),
     "policy": {"type": "ppo"},

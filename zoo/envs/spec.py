@@ -18,6 +18,7 @@ import gymnasium as gym
 
 from ..errors import ConfigError
 from .factory import make_env, make_vector_env
+from .masks import MASK_SOURCES, with_action_masks
 
 BACKENDS = ("gymnasium", "envpool")
 
@@ -38,10 +39,16 @@ class EnvSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     max_episode_steps: int | None = None
     backend: str = "gymnasium"
+    action_mask: str = "none"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"env.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.action_mask not in MASK_SOURCES:
+            raise ConfigError(f"env.action_mask must be one of {', '.join(MASK_SOURCES)}, got {self.action_mask!r}")
+        if self.envpool and self.action_mask not in ("auto", "none"):
+            raise ConfigError(f"env.action_mask={self.action_mask}: the envpool backend's envs give no action masks; "
+                              f"set env.backend=gymnasium, or env.action_mask=none")
 
     @property
     def envpool(self) -> bool:
@@ -53,7 +60,8 @@ class EnvSpec:
         """The spec of a resolved config's ``env`` section."""
         env = cfg["env"]
         return cls(env["id"], dict(env.get("kwargs") or {}), env.get("max_episode_steps"),
-                   env.get("backend") or "gymnasium")  # a run directory from before env.backend has none
+                   env.get("backend") or "gymnasium",  # a run directory from before env.backend has none
+                   env.get("action_mask") or "none")  # nor one from before env.action_mask: no masks
 
     def make(self, **extra_kwargs: Any) -> gym.Env:
         """One env, time limit applied; ``extra_kwargs`` (e.g. ``render_mode``) join the spec's kwargs."""
@@ -75,8 +83,13 @@ class EnvSpec:
             return make_envpool_vector_env(self.id, num_envs, seed=seed, mode=mode,
                                            env_kwargs={**self.kwargs, **extra_kwargs},
                                            max_episode_steps=self.max_episode_steps)
-        return make_vector_env(self.id, num_envs, seed=seed, mode=mode,
-                               env_kwargs={**self.kwargs, **extra_kwargs}, max_episode_steps=self.max_episode_steps)
+        venv = make_vector_env(self.id, num_envs, seed=seed, mode=mode, env_kwargs={**self.kwargs, **extra_kwargs},
+                               max_episode_steps=self.max_episode_steps)
+        try:
+            return with_action_masks(venv, self.action_mask, self.id)  # infos["action_mask"] (zoo.envs.masks)
+        except ConfigError:
+            venv.close()
+            raise
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """The observation space (flattened into a Box where the env's is not one) and the action space."""

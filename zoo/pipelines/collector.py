@@ -22,6 +22,7 @@ from easydict import EasyDict
 
 from ..data import Rollout, Transitions
 from ..envs import EnvSpec, wrap_vector_env
+from ..envs.masks import ActionMasks, mask_width, masks_of
 from ..envs.state import EnvNotCaptured, EnvNotRestored, restore, snapshot
 from ..envs.wrappers import EpisodeStats, NormalizeObservation, NormalizeReward
 from ..errors import ConfigError, first_line
@@ -95,6 +96,10 @@ class VectorCollector:
         # an episode (its memory zeroed first): the step before it was an autoreset step (zoo.policies.memory).
         self.memory: torch.Tensor | None = None
         self.episode_start = np.ones(num_envs, dtype=bool)
+        # The env's action masks of the current observations, (num_envs, width) bool, where it gives masks
+        # (env.action_mask; zoo.envs.masks): handed to the actor with each observation and stored with each step.
+        self.action_mask: np.ndarray | None = None
+        self._mask_width = mask_width(self.venv.single_action_space)
         self.resets = 0
         self._unsaved_reported = False
         self._uncaptured: str | None = None  # the layer zoo cannot capture, at the last snapshot
@@ -143,7 +148,8 @@ class VectorCollector:
             # The first reset uses the construction seed; later full resets (after restoring a collector whose
             # env could not be pickled) get their own derived seeds.
             seed = self.seed if self.resets == 0 else derive_seed(self.seed, self.resets)
-            self.obs, _ = self.venv.reset(seed=seed)
+            self.obs, infos = self.venv.reset(seed=seed)
+            self.action_mask = self._masks(infos)
             self.pending_reset = np.zeros(self.num_envs, dtype=bool)
             self.memory, self.episode_start = None, np.ones(self.num_envs, dtype=bool)
             self.resets += 1
@@ -161,21 +167,30 @@ class VectorCollector:
         terminated = np.empty((steps, envs), dtype=bool)
         truncated = np.empty((steps, envs), dtype=bool)
         recurrent = getattr(policy, "recurrent", False)
+        self._check_masks(policy)
         actor = policy.memory_actor(steps, envs, self.memory) if recurrent else policy.rollout_actor(steps, envs)
-        act, step = actor.act, self.venv.step
+        act, step, mask = actor.act, self.venv.step, self.action_mask
         if recurrent:  # starts[t]: observation t begins an episode (step t - 1 was an autoreset step)
             starts = np.empty((steps + 1, envs), dtype=bool)
             starts[0] = self.episode_start
             starts[1:2] = pending
             for t, row in enumerate(obs_np):
                 row[...] = obs
-                obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row, starts[t]))
+                action = act(t, row, starts[t]) if mask is None else act(t, row, starts[t], mask)
+                obs, reward[t], terminated[t], truncated[t], infos = step(action)
+                mask = None if mask is None else self._masks(infos)
                 if t + 2 <= steps:
                     np.logical_or(terminated[t], truncated[t], out=starts[t + 2])
-        else:
+        elif mask is None:
             for t, row in enumerate(obs_np):
                 row[...] = obs
                 obs, reward[t], terminated[t], truncated[t], _ = step(act(t, row))
+        else:  # each step's actions among the valid ones; the next observations' masks come with them
+            for t, row in enumerate(obs_np):
+                row[...] = obs
+                obs, reward[t], terminated[t], truncated[t], infos = step(act(t, row, mask))
+                mask = self._masks(infos)
+        self.action_mask = mask
         action, extras = actor.finish()
         # A step is valid unless its sub-env autoreset at it: it ended at the step before (or before this rollout).
         ended = terminated | truncated
@@ -204,6 +219,8 @@ class VectorCollector:
         transition's sub-env index.
         """
         self.start()
+        if policy is not None:
+            self._check_masks(policy)  # no replay-based policy takes masks yet: refused, never ignored
         obs, pending = self.obs, self.pending_reset
         parts: list[Transitions] = []
         sub_envs = np.arange(self.num_envs, dtype=np.int32)
@@ -227,6 +244,23 @@ class VectorCollector:
             obs = next_obs
         self.obs, self.pending_reset = obs, pending
         return Transitions.concatenate(parts)
+
+    # -- action masks ---------------------------------------------------------------------------------
+    def _masks(self, infos: dict[str, Any]) -> np.ndarray | None:
+        return masks_of(infos, self.num_envs, self._mask_width)
+
+    def check_masks(self, policy: Policy) -> None:
+        """A ConfigError where the env gives action masks (``env.action_mask``) that ``policy`` cannot honour (its
+        ``takes_action_mask``); starts the envs to know (once: the episodes go on from there)."""
+        if _find_wrapper(self.venv, ActionMasks) is not None:
+            self.start()
+        self._check_masks(policy)
+
+    def _check_masks(self, policy: Policy) -> None:
+        if self.action_mask is not None and not getattr(policy, "takes_action_mask", False):
+            raise ConfigError(f"env '{self.env_id}' gives action masks and {type(policy).__name__} cannot honour "
+                              f"them (it would take invalid actions): set env.action_mask=none to ignore them, or "
+                              f"use a policy that takes masks (ppo, a2c, dppo)")
 
     def pop_finished(self) -> list[tuple[float, int]]:
         """``(return, length)`` of the episodes finished since the last call (raw rewards), oldest first."""
@@ -300,6 +334,7 @@ class VectorCollector:
             "uncaptured": self._uncaptured,
             "memory": None if self.memory is None else self.memory.detach().cpu().clone(),
             "episode_start": self.episode_start.copy(),
+            "action_mask": None if self.action_mask is None else self.action_mask.copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -318,6 +353,7 @@ class VectorCollector:
         if why is None and self.obs is not None:  # the episodes go on: so does each env's memory
             self.memory = state.get("memory")
             self.episode_start = np.asarray(state.get("episode_start", np.ones(self.num_envs, dtype=bool)))
+            self.action_mask = state.get("action_mask")  # the current observations' masks (None: no masks)
         if why is not None and self.resets:  # episodes were in progress when the checkpoint was taken
             self._unsaved_reported = True  # said now: not again when this process saves
             self._warn(f"the checkpoint holds no usable snapshot of the envs of '{self.env_id}' ({why}): they start "

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ..envs import EnvSpec
+from ..envs.masks import mask_width, masks_of
 from ..errors import ZooError
 from ..policies.base import Policy
 
@@ -46,7 +47,9 @@ def evaluate_policy(
         count = min(batch, episodes - len(returns))
         venv = env.make_vector(count, seed=seed + len(returns), mode="sync" if render else vector_mode, **extra)
         try:
-            obs, _ = venv.reset(seed=seed + len(returns))
+            obs, infos = venv.reset(seed=seed + len(returns))
+            width = mask_width(venv.single_action_space)
+            mask = masks_of(infos, count, width)  # the env's action masks (env.action_mask), None without
             total = np.zeros(count)
             running = np.ones(count, dtype=bool)
             steps = 0
@@ -60,11 +63,15 @@ def evaluate_policy(
                     )
                 obs_array = np.asarray(obs, dtype=np.float32) if normalize_obs is None else normalize_obs(obs)
                 obs_tensor = torch.as_tensor(obs_array, device=policy.device)
+                masked = {} if mask is None else {"action_mask": torch.as_tensor(mask, device=policy.device)}
                 if recurrent:
-                    action, memory = policy.act_with_memory(obs_tensor, memory, None, deterministic)
+                    action, memory = policy.act_with_memory(obs_tensor, memory, None, deterministic, **masked)
+                elif deterministic:
+                    action = policy.evaluate(obs_tensor, **masked)
                 else:
-                    action = policy.evaluate(obs_tensor) if deterministic else policy.collect(obs_tensor).action
-                obs, reward, terminated, truncated, _ = venv.step(action)
+                    action = policy.collect(obs_tensor, **masked).action
+                obs, reward, terminated, truncated, infos = venv.step(action)
+                mask = None if mask is None else masks_of(infos, count, width)
                 total += np.where(running, reward, 0.0)
                 running &= ~(terminated | truncated)
                 steps += 1

@@ -51,6 +51,7 @@ class VectorEnvPipeline(TrainingLoop):
             policy_class(cfg).check_spaces(obs_space, action_space)  # before the sizes: the clearer refusal first
             self.check_sizes(obs_space, action_space)
             self.policy = build_policy(cfg, obs_space, action_space, self.device)
+            self.collector.check_masks(self.policy)  # an env's action masks, refused by a policy that cannot take them
             self.build_buffers(obs_space, action_space)
         except BaseException:
             self.collector.close()

@@ -45,6 +45,7 @@ from ..rl_utils import (
 from ..sizes import check_parameter_memory
 from .base import CollectOutput, LearnContext, Policy, RolloutActor
 from .gsde import StateDependentNoise
+from .masking import MaskedActing
 from .memory import MEMORY_FIELDS, MemoryActingGraph, MemoryLearning
 from .networks import ACTIVATIONS, ActorCritic, action_nvec, action_output_dim, build_encoder
 from .onpolicy import ONPOLICY_COMPILE_FIELD, OnPolicyLearning, advantage_moments, normalize_advantage, normalize_with
@@ -65,7 +66,7 @@ def _gae_flags(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
     return done, done | rollout.truncated
 
 
-class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
+class ActorCriticPolicy(MemoryLearning, MaskedActing, OnPolicyLearning, Policy):
     """Base of on-policy actor-critic policies for Box observations (vectors or images) and Discrete or 1-D Box
     actions; MultiDiscrete and MultiBinary actions too for subclasses that set ``multi_discrete_actions``.
 
@@ -134,6 +135,8 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
         super().__init_subclass__(**kwargs)
         if "collect" in vars(cls) and "numpy_rollout_actions" not in vars(cls):
             cls.numpy_rollout_actions = ()  # the rule above: an own collect is called unless declared otherwise
+        if "collect" in vars(cls) and "takes_action_mask" not in vars(cls):
+            cls.takes_action_mask = False  # an own collect(obs) is not assumed to take action_mask=: masks refused
 
     @classmethod
     def check_spaces(cls, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -215,7 +218,7 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
         return raw if self._action_start is None else raw + self._action_start
 
     @torch.no_grad()
-    def collect(self, obs: torch.Tensor) -> CollectOutput:
+    def collect(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> CollectOutput:
         """Sample actions; the extras hold the behaviour output (``policy_output``) only.
 
         Values and log-probabilities are not needed to act: ``process_rollout`` computes them for the whole rollout
@@ -231,8 +234,12 @@ class ActorCriticPolicy(MemoryLearning, OnPolicyLearning, Policy):
             noise = self.sde_noise.noise(latent, self.model.sde_std())
         else:
             output, noise = self.model.policy_output(obs), None
-        action, packed = self.sample_output(output, noise)
-        return CollectOutput(self._env_action(action), action, {"policy_output": packed})
+        action, packed = self.sample_output(self.masked(output, action_mask), noise)
+        extras = {"policy_output": packed}
+        if action_mask is not None:  # stored with the step: learning masks its fresh logits alike
+            extras["action_mask"] = action_mask.to(torch.bool)
+        return CollectOutput(self._env_action(action), action, extras)
+
 
     def sample_output(self, output: torch.Tensor | dict[str, torch.Tensor],
                       noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

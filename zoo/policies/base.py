@@ -136,10 +136,15 @@ class CollectActor:
         self._device = None if policy.device.type == "cpu" else policy.device
         self._outputs: list[CollectOutput] = []
 
-    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
-        """``policy.collect`` of step ``t``'s observations; returns its env actions."""
+    def act(self, t: int, obs: np.ndarray, action_mask: np.ndarray | None = None) -> np.ndarray:
+        """``policy.collect`` of step ``t``'s observations (with their ``action_mask`` where the env gives masks);
+        returns its env actions."""
         tensor = torch.from_numpy(obs)
-        out = self._collect(tensor if self._device is None else tensor.to(self._device))
+        tensor = tensor if self._device is None else tensor.to(self._device)
+        if action_mask is None:
+            out = self._collect(tensor)
+        else:
+            out = self._collect(tensor, action_mask=torch.from_numpy(action_mask).to(tensor.device))
         self._outputs.append(out)
         return out.action
 
@@ -231,6 +236,9 @@ class Policy:
     # The learner state (see the module docstring): attribute names of what acting needs, and of what learning adds.
     acting_parts: ClassVar[tuple[str, ...]] = ()
     learning_parts: ClassVar[tuple[str, ...]] = ()
+    # Whether ``collect`` and ``evaluate`` take ``action_mask=`` (zoo.policies.masking): an env that gives action
+    # masks is refused in one line for a policy that does not.
+    takes_action_mask: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -55,6 +55,7 @@ class ImpalaPolicy(ActorCriticPolicy):
     }
     # gSDE's per-sub-env exploration matrices live with a collector; IMPALA's actors act apart from the learner.
     # A recurrent learner re-runs each whole unroll from its stored memory: no chunks (sequence_length, burn_in).
+    takes_action_mask: ClassVar[bool] = False  # V-trace under masks is not built yet: refused, never ignored
     withdrawn_fields: ClassVar[tuple[str, ...]] = ("use_sde", "sde_sample_freq", "full_std", "sequence_length",
                                                    "burn_in")
 

@@ -60,15 +60,21 @@ class MemoryActor:
         self._actions: list[torch.Tensor] = []
         self._outputs: list[torch.Tensor] = []
         self._values: list[torch.Tensor] = []
+        self._masks: list[torch.Tensor] = []
 
     @torch.no_grad()
-    def act(self, t: int, obs: np.ndarray, episode_start: np.ndarray) -> np.ndarray:
-        """The env actions of step ``t``: the memory zeroed where ``episode_start``, one step of the core(s)."""
+    def act(self, t: int, obs: np.ndarray, episode_start: np.ndarray,
+            action_mask: np.ndarray | None = None) -> np.ndarray:
+        """The env actions of step ``t``: the memory zeroed where ``episode_start``, one step of the core(s); among
+        the valid actions where ``action_mask`` is given."""
         policy = self._policy
         memory = zero_where(self.memory, torch.from_numpy(np.asarray(episode_start, dtype=bool)))
         self.memories.append(memory)
         output, value, self.memory = policy.model(torch.from_numpy(obs).to(self._device)[None], memory)
-        action, packed = policy.sample_output(policy.acting_output(_first(output)))
+        mask = None if action_mask is None else torch.from_numpy(action_mask).to(self._device)
+        if mask is not None:
+            self._masks.append(mask)
+        action, packed = policy.sample_output(policy.masked(policy.acting_output(_first(output)), mask))
         self._actions.append(action)
         self._outputs.append(packed)
         self._values.append(value[0])
@@ -76,8 +82,10 @@ class MemoryActor:
 
     def finish(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The raw actions, the behaviour outputs and the values of every step."""
-        return torch.stack(self._actions), {"policy_output": torch.stack(self._outputs),
-                                            "value": torch.stack(self._values)}
+        extras = {"policy_output": torch.stack(self._outputs), "value": torch.stack(self._values)}
+        if self._masks:
+            extras["action_mask"] = torch.stack(self._masks)
+        return torch.stack(self._actions), extras
 
     def memory_sequence(self) -> torch.Tensor:
         """The memory before every step's observation, ``(steps, B, *memory_shape)``."""
@@ -182,14 +190,16 @@ class MemoryLearning:
     @torch.no_grad()
     def act_with_memory(self, obs: torch.Tensor, memory: torch.Tensor | None,
                         episode_start: torch.Tensor | np.ndarray | None = None,
-                        deterministic: bool = True) -> tuple[np.ndarray, torch.Tensor]:
+                        deterministic: bool = True,
+                        action_mask: torch.Tensor | None = None) -> tuple[np.ndarray, torch.Tensor]:
         """Env actions for a batch ``(N, *obs_shape)`` from ``memory`` (None: episodes starting), zeroed first where
-        ``episode_start`` ``(N,)`` is set; returns the actions and the memory after this step."""
+        ``episode_start`` ``(N,)`` is set, among the valid actions where ``action_mask`` ``(N, width)`` is given;
+        returns the actions and the memory after this step."""
         memory = self.initial_memory(obs.shape[0]) if memory is None else memory.to(self.device)
         if episode_start is not None:
             memory = zero_where(memory, torch.as_tensor(np.asarray(episode_start, dtype=bool)))
         output, _, memory = self.model(obs[None], memory, value=False)
-        output = self.acting_output(_first(output))
+        output = self.masked(self.acting_output(_first(output)), action_mask)
         if deterministic:
             return self._mode_to_env(output).cpu().numpy(), memory
         action, _ = self.sample_output(output)
@@ -210,7 +220,8 @@ class MemoryLearning:
         burn_in = int(self.cfg.get("burn_in", 0))
         chunks = batch.sequences(int(self.cfg.sequence_length), burn_in)
         names = ("obs", "memory", "episode_start", "valid", "action", "policy_output", "value", "advantage",
-                 "returns", *(("burn_obs", "burn_start", "burn_steps", "burn_memory") if burn_in else ()))
+                 "returns", *(("burn_obs", "burn_start", "burn_steps", "burn_memory") if burn_in else ()),
+                 *(("action_mask",) if "action_mask" in chunks else ()))
         return {name: chunks[name] for name in names}
 
     def minibatch_units(self) -> int:
@@ -232,13 +243,15 @@ class MemoryLearning:
     def forward_batch(self, batch: dict[str, Any]) -> tuple[Any, torch.Tensor]:
         """The policy outputs and values of a minibatch's samples, in the order of its per-step columns: the model
         on ``batch['obs']``, or for a recurrent policy the chunks unrolled from their memory (module docstring)."""
+        mask = batch.get("action_mask")  # the mask the actor saw at each sample (zoo.policies.masking)
         if not self.recurrent:
-            return self.model(batch["obs"])
+            output, value = self.model(batch["obs"])
+            return self.masked(output, mask), value
         obs = batch["obs"].transpose(0, 1)  # (L, C, ...) time-major
         memory = self.burned_memory(batch) if "burn_obs" in batch else batch["memory"]
         output, value, _ = self.model(obs, memory, batch["episode_start"].transpose(0, 1), final=False)
         valid = batch["valid"].reshape(-1)
-        return _at_steps(output, valid), _at_steps(value, valid)
+        return self.masked(_at_steps(output, valid), mask), _at_steps(value, valid)
 
     @torch.no_grad()
     def burned_memory(self, batch: dict[str, Any]) -> torch.Tensor:

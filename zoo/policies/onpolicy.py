@@ -139,8 +139,11 @@ class OnPolicyLearning:
         """The batch as columns whose first axis is the sample (a rollout's valid samples: autoreset steps dropped,
         their action was ignored by the env)."""
         samples = batch.valid_samples()
-        return {"obs": samples.obs, "action": samples.action, "policy_output": samples.policy_output,
-                "value": samples.value, "advantage": samples.advantage, "returns": samples.returns}
+        columns = {"obs": samples.obs, "action": samples.action, "policy_output": samples.policy_output,
+                   "value": samples.value, "advantage": samples.advantage, "returns": samples.returns}
+        if "action_mask" in samples:  # the env's action masks: the update masks its logits alike
+            columns["action_mask"] = samples["action_mask"]
+        return columns
 
     def samples_in(self, columns: dict[str, torch.Tensor]) -> int:
         """How many samples the columns hold (default: the length of their first axis)."""

@@ -17,10 +17,12 @@ from .a2c import a2c_data, a2c_error, a2c_error_continuous, a2c_error_multi_disc
 from .causal import causal_action_weights, causal_weighted_log_prob, direct_lingam, lingam_result
 from .distributed import allreduce_grads, broadcast_params, sync_running_mean_std, world_info
 from .distributions import (
+    MASKED_LOGIT,  # noqa: F401  (importable beside mask_logits; a constant, documented there)
     categorical_log_prob,
     entropy,
     gaussian_entropy,
     gaussian_log_prob,
+    mask_logits,
     multi_categorical_entropy,
     multi_categorical_log_prob,
     multi_categorical_logits,
@@ -74,6 +76,7 @@ __all__ = [
     "a2c_data", "a2c_error", "a2c_error_continuous", "a2c_error_multi_discrete", "a2c_loss",
     "allreduce_grads", "broadcast_params", "sync_running_mean_std", "world_info",
     "categorical_log_prob", "entropy", "gaussian_entropy", "gaussian_log_prob", "one_hot",
+    "mask_logits",
     "multi_categorical_entropy", "multi_categorical_log_prob", "multi_categorical_logits",
     "sample_tanh_gaussian", "tanh_gaussian_log_prob", "tanh_log_det_jacobian",
     "causal_action_weights", "causal_weighted_log_prob", "direct_lingam", "lingam_result",

@@ -56,6 +56,29 @@ def _categorical_log_prob_and_entropy(logits: torch.Tensor, action: torch.Tensor
     return log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1), _entropy_of(log_probs, -1)
 
 
+MASKED_LOGIT = -1e8
+"""The logit an invalid action gets under an action mask (``mask_logits``): far below any real logit, so its softmax
+weight is exactly 0 in float32, yet finite, so that log-softmax and entropy stay finite (``0 * -inf`` is NaN)."""
+
+
+def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Categorical logits ``(..., N)`` under an action mask ``(..., N)`` (True: valid): the invalid entries set to
+    ``MASKED_LOGIT`` (a new tensor). The masked distribution gives them probability 0 and their logits no gradient
+    (``torch.where`` passes none to the branch it does not take): never a renormalised probability that leaks
+    gradient to invalid actions. For MultiDiscrete logits side by side, the components' masks side by side.
+    ``mask=None``: the logits as they are.
+
+    Examples:
+        >>> logits = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> masked = mask_logits(logits, torch.tensor([True, False, True]))
+        >>> masked.softmax(-1)[1].item(), categorical_log_prob(masked, torch.tensor(2)).exp().item() > 0.88
+        (0.0, True)
+    """
+    if mask is None:
+        return logits
+    return torch.where(mask.to(device=logits.device, dtype=torch.bool), logits, torch.full_like(logits, MASKED_LOGIT))
+
+
 def one_hot(index: torch.Tensor, num: int, num_first: bool = False) -> torch.Tensor:
     """One-hot float encoding of integer ``index`` (DI-engine ``one_hot`` semantics).
 

@@ -24,9 +24,11 @@ from easydict import EasyDict
 from ..config import load_config_file
 from ..config.resolve import resolve_config
 from ..envs import EnvSpec, NormalizeObservation
+from ..envs.masks import mask_width
 from ..errors import ConfigError, RunDirectoryError, ZooError, first_line
 from ..policies.base import Policy
 from ..policies.build import build_policy
+from ..policies.masking import as_mask
 from .run_dir import BEST_MODEL_FILE, CHECKPOINT_FILE, CONFIG_FILE, RunDirectory, load_weights_only
 from .state_files import check_regular
 
@@ -137,7 +139,7 @@ class Agent:
         return self.policy.action_space
 
     def predict(self, obs: Any, deterministic: bool = True, *, state: Any = None,
-                episode_start: Any = None) -> Any:
+                episode_start: Any = None, action_mask: Any = None) -> Any:
         """Action(s) for one observation or a batch ``(N, *obs_shape)``, as numpy.
 
         The run's observation normalisation (frozen training statistics) is applied first.
@@ -150,6 +152,10 @@ class Agent:
         back with the next observation (None: episodes starting). ``episode_start`` (a bool, or ``(N,)`` bools) marks
         observations that begin an episode: their memory is zeroed first, as in training (after gymnasium's reset,
         or a vector env's autoreset). A feed-forward policy ignores both and returns the action alone.
+
+        ``action_mask`` (bools ``(width,)`` for one observation, ``(N, width)`` for a batch; True: valid; ``width``
+        is ``n`` for Discrete(n), ``sum(nvec)`` for MultiDiscrete): the action is chosen among the valid ones, as in
+        training on an env that gives masks (``info["action_mask"]`` or ``env.action_masks()``).
         """
         native = None if isinstance(obs, np.ndarray) and obs.dtype != object else self.native_observation_space
         if native is not None:
@@ -167,6 +173,12 @@ class Agent:
         if self.normalize is not None:
             array = self.normalize(array)
         tensor = torch.as_tensor(array, device=self.policy.device)
+        masked = {}
+        if action_mask is not None:
+            if not getattr(self.policy, "takes_action_mask", False):
+                raise ValueError(f"{type(self.policy).__name__} takes no action_mask")
+            width = mask_width(self.policy.action_space)
+            masked["action_mask"] = as_mask(action_mask, len(array), width, self.policy.device)
         if getattr(self.policy, "recurrent", False):
             memory = None
             if state is not None:
@@ -178,10 +190,11 @@ class Agent:
                     raise ValueError(f"state has shape {tuple(np.shape(state))}, expected {wanted} (the state this "
                                      f"predict returned)")
             starts = None if episode_start is None else np.asarray(episode_start, dtype=bool).reshape(len(array))
-            action, memory = self.policy.act_with_memory(tensor, memory, starts, deterministic)
+            action, memory = self.policy.act_with_memory(tensor, memory, starts, deterministic, **masked)
             memory_np = memory.cpu().numpy()
             return (action[0], memory_np[0]) if single else (action, memory_np)
-        action = self.policy.evaluate(tensor) if deterministic else self.policy.collect(tensor).action
+        action = (self.policy.evaluate(tensor, **masked) if deterministic
+                  else self.policy.collect(tensor, **masked).action)
         return action[0] if single else action
 
 
