@@ -32,17 +32,6 @@ def _load_tool():
 
 api_contract = _load_tool()
 
-# Names on the page whose docstrings still have no example, or whose example does not run (names like ``loss``
-# and ``transitions`` it never defines). Each line goes when its example comes; a name listed here that has a
-# runnable example fails ``test_the_pending_lists_are_current``, so the lists only shrink.
-NO_EXAMPLE_YET = {
-    "zoo.bench.suites.Entry", "zoo.bench.published.Published",
-    "zoo.policies.a2c.A2CPolicy", "zoo.policies.ppo.PPOPolicy", "zoo.policies.dppo.DPPOPolicy",
-    "zoo.policies.impala.ImpalaPolicy", "zoo.policies.sac.SACPolicy", "zoo.policies.ace.SACACEPolicy",
-    "zoo.policies.td3.TD3Policy", "zoo.policies.dqn.DQNPolicy",
-}
-EXAMPLE_DOES_NOT_RUN_YET = {"zoo.policies.optim.sync_parameter_gradients", "zoo.data.replay.ReplayBuffer"}
-
 # An "Examples:" section title, or a line ending a paragraph with "::" (a literal block follows).
 _EXAMPLE = re.compile(r"^\s*Examples:\s*$|::\s*$", re.M)
 
@@ -87,19 +76,17 @@ class _Collecting(doctest.DocTestRunner):
         self.failed.append(f"{self._where(test, example)}\n    raised {type(error).__name__}: {error}")
 
 
-def _failing_examples(path: str, obj: Any) -> tuple[list[str], int]:
-    """The failing examples of ``obj``'s own docstring (one line each) and how many examples it has."""
+def _failing_examples(path: str, obj: Any) -> list[str]:
+    """The failing examples of ``obj``'s own docstring, one line each."""
     module = obj if inspect.ismodule(obj) else inspect.getmodule(obj)
     runner = _Collecting()
-    attempted = 0
     for test in doctest.DocTestFinder(recurse=False).find(obj, path, module=module):
-        attempted += runner.run(test, out=lambda _text: None, clear_globs=True).attempted
-    return runner.failed, attempted
+        runner.run(test, out=lambda _text: None, clear_globs=True)
+    return runner.failed
 
 
 def test_every_contract_name_has_an_example():
-    missing = [path for path, obj in DOCUMENTED
-               if not inspect.ismodule(obj) and path not in NO_EXAMPLE_YET and not _has_example(obj)]
+    missing = [path for path, obj in DOCUMENTED if not inspect.ismodule(obj) and not _has_example(obj)]
     assert not missing, (f"these names on the API page (tools/api_contract.py) have no example: "
                          f"{', '.join(missing)}; add an 'Examples:' section of doctest lines (or, for a hook, a '::' "
                          f"block of a @hookimpl function) to each docstring")
@@ -110,21 +97,6 @@ def test_every_example_on_the_page_runs():
     with torch.random.fork_rng(devices=[]):  # the examples that sample must not move other tests' generator
         torch.manual_seed(0)
         for path, obj in DOCUMENTED:
-            if path not in EXAMPLE_DOES_NOT_RUN_YET:
-                failed += _failing_examples(path, obj)[0]
+            failed += _failing_examples(path, obj)
     assert not failed, f"{len(failed)} example(s) on the API page fail:\n" + "\n".join(failed)
 
-
-def test_the_pending_lists_are_current():
-    paths = dict(DOCUMENTED)
-    off_page = sorted((NO_EXAMPLE_YET | EXAMPLE_DOES_NOT_RUN_YET) - set(paths))
-    assert not off_page, f"no longer on the API page: remove {', '.join(off_page)} from the pending lists"
-    given = sorted(path for path in NO_EXAMPLE_YET if _has_example(paths[path]))
-    assert not given, f"these now have an example: remove {', '.join(given)} from NO_EXAMPLE_YET"
-    running = []
-    with torch.random.fork_rng(devices=[]):
-        for path in sorted(EXAMPLE_DOES_NOT_RUN_YET):
-            failures, attempted = _failing_examples(path, paths[path])
-            if attempted and not failures:
-                running.append(path)
-    assert not running, f"these examples run now: remove {', '.join(running)} from EXAMPLE_DOES_NOT_RUN_YET"

@@ -49,6 +49,14 @@ class Published:
     published); ``seeds``: independent training runs behind the number; ``budget_steps``: environment steps of
     training; ``measure``: what the number is; ``source``: where it was read (repository, path, commit or URL);
     ``caveats``: what makes it not directly comparable.
+
+    Examples:
+        >>> figure = Published("MyLib", "ppo", "CartPole-v1", return_mean=498.0, return_std=3.5, seeds=5,
+        ...                    budget_steps=500_000, measure="mean of the last 100 training returns",
+        ...                    source="mylib docs/ppo.md @ 1a2b3c", caveats="stochastic policy")
+        >>> looked = Published("MyLib", "ppo", "Hopper-v*", None, None, None, None, "not published", "mylib docs", "")
+        >>> figure.is_published, looked.is_published  # a pair looked for and not found is recorded too
+        (True, False)
     """
 
     library: str

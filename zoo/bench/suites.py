@@ -56,7 +56,17 @@ class Entry:
     otherwise; 10 where a comparison needs the power), and ``published``: figures of other libraries for this
     entry (``zoo.bench.published.Published``) that the report shows before the built-in table's for the same
     algorithm and env. A config given as a ``Path`` and lists of overrides or figures are kept as a string and
-    tuples (an entry compares by value and is hashable)."""
+    tuples (an entry compares by value and is hashable).
+
+    Examples:
+        >>> from pathlib import Path
+        >>> entry = Entry("my_ext_pendulum", Path("/opt/my_ext/pendulum.py"), ["pipeline.max_env_steps=50000"], seeds=3)
+        >>> entry.config, entry.overrides, entry.seed_count(None), entry.seed_count(10)  # 10: ``--seeds 10``
+        ('/opt/my_ext/pendulum.py', ('pipeline.max_env_steps=50000',), 3, 10)
+        >>> Entry("runs/pendulum", "ppo_pendulum.py")
+        Traceback (most recent call last):
+        zoo.errors.ConfigError: benchmark entry name 'runs/pendulum' is not a folder name ...
+    """
 
     name: str
     config: str

@@ -27,9 +27,13 @@ class ReplayBuffer:
         obs_shape, action_shape: shapes of one observation and one action.
         obs_dtype, action_dtype: storage dtypes (float32 by default; uint8 images stay uint8).
     Examples:
-        >>> buffer = ReplayBuffer(1000, (3,), (1,))
-        >>> buffer.add(transitions)
-        >>> batch = buffer.sample(256, np.random.default_rng(0))
+        >>> buffer = ReplayBuffer(3, (2,), (1,))  # room for 3 transitions of 2-d observations and 1-d actions
+        >>> obs, action, flags = np.zeros((4, 2), np.float32), np.zeros((4, 1), np.float32), np.zeros(4, bool)
+        >>> buffer.add(Transitions(obs, action, np.arange(4, dtype=np.float32), obs, flags, flags))  # rewards 0 to 3
+        >>> len(buffer), buffer.recent(3).reward  # the 4th overwrote the oldest
+        (3, array([1., 2., 3.], dtype=float32))
+        >>> buffer.sample(256, np.random.default_rng(0)).action.shape  # uniform, with replacement
+        (256, 1)
     """
 
     def __init__(

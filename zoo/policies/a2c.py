@@ -14,7 +14,16 @@ from .onpolicy import ONPOLICY_COMPILE_FIELD
 
 
 class A2CPolicy(ActorCriticPolicy):
-    """Advantage actor-critic for Discrete, MultiDiscrete, MultiBinary and Box action spaces."""
+    """Advantage actor-critic for Discrete, MultiDiscrete, MultiBinary and Box action spaces.
+
+    Examples:
+        >>> import gymnasium as gym; from zoo.policies import build_policy
+        >>> from zoo.config.resolve import resolve_config
+        >>> cfg = resolve_config({"policy": {"type": "a2c", "hidden_sizes": [16]}})
+        >>> policy = build_policy(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.MultiDiscrete([3, 2]))
+        >>> cfg.policy.optimizer, cfg.policy.gae_lambda, policy.evaluate(torch.zeros(5, 4)).shape  # classic A2C
+        ('rmsprop', 1.0, (5, 2))
+    """
 
     multi_discrete_actions: ClassVar[bool] = True
     needs_log_prob: ClassVar[bool] = False  # the loss is -log pi(a|s) * A under the current weights only

@@ -147,7 +147,17 @@ class CausalWeightSchedule:
 
 
 class SACACEPolicy(SACPolicy):
-    """SAC-ACE: SAC with causality-aware entropy weights and gradient-dormancy-guided resets (ACE's defaults)."""
+    """SAC-ACE: SAC with causality-aware entropy weights and gradient-dormancy-guided resets (ACE's defaults).
+
+    Examples:
+        >>> from zoo.config.resolve import resolve_config; from zoo.policies import build_policy
+        >>> cfg = resolve_config({"policy": {"type": "sac_ace", "hidden_sizes": [16]}})
+        >>> cfg.policy.causal_weights, cfg.policy.dormant_reset, "causal_weights" in SACPolicy.default_config
+        (True, True, False)
+        >>> policy = build_policy(cfg, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (2,)))
+        >>> policy.weighted_log_prob(torch.tensor([[-1.0, -2.0]]))  # the weights start at 1: the plain sum
+        tensor([-3.])
+    """
 
     fields: ClassVar[dict[str, Field]] = {
         **SACPolicy.fields,

@@ -15,6 +15,15 @@ from .ppo import PPOPolicy
 
 
 class DPPOPolicy(PPOPolicy):
-    """PPO that runs on ``parallel_sync`` by default (see the module docstring); also runs serially."""
+    """PPO that runs on ``parallel_sync`` by default (see the module docstring); also runs serially.
+
+    Examples:
+        >>> from zoo.config.resolve import resolve_config
+        >>> cfg = resolve_config({"policy": {"type": "dppo"}})
+        >>> cfg.pipeline.type, DPPOPolicy.pipelines  # its first pipeline is the default
+        ('parallel_sync', ('parallel_sync', 'serial_onpolicy'))
+        >>> DPPOPolicy.default_config == PPOPolicy.default_config  # PPO's keys and defaults
+        True
+    """
 
     pipelines: ClassVar[tuple[str, ...]] = ("parallel_sync", "serial_onpolicy")

@@ -91,7 +91,16 @@ def linear_epsilon(progress: float, initial: float, final: float, fraction: floa
 
 
 class DQNPolicy(OffPolicyPolicy):
-    """Deep Q-network for Discrete actions (double, dueling, Huber or MSE, periodic or Polyak targets)."""
+    """Deep Q-network for Discrete actions (double, dueling, Huber or MSE, periodic or Polyak targets).
+
+    Examples:
+        >>> from zoo.config.resolve import resolve_config; from zoo.policies import build_policy
+        >>> cfg = resolve_config({"policy": {"type": "dqn", "hidden_sizes": [16], "dueling": True}})
+        >>> policy = build_policy(cfg, gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3, start=1))
+        >>> actions = policy.evaluate(torch.randn(8, 4))  # the greedy action, offset by the space's start
+        >>> actions.shape, bool(((actions >= 1) & (actions <= 3)).all())
+        ((8,), True)
+    """
 
     compilable: ClassVar[bool] = True
     acting_parts: ClassVar[tuple[str, ...]] = ("q",)

@@ -23,7 +23,15 @@ from .onpolicy import ONPOLICY_COMPILE_FIELD
 
 
 class ImpalaPolicy(ActorCriticPolicy):
-    """Actor-critic with V-trace targets for Discrete and Box actions (runs on ``parallel_async``)."""
+    """Actor-critic with V-trace targets for Discrete and Box actions (runs on ``parallel_async``).
+
+    Examples:
+        >>> defaults = ImpalaPolicy.default_config
+        >>> ImpalaPolicy.pipelines, defaults["max_grad_norm"], defaults["rho_clip"], defaults["c_clip"]  # V-trace
+        (('parallel_async',), 40.0, 1.0, 1.0)
+        >>> "use_sde" in ActorCriticPolicy.default_config, "use_sde" in ImpalaPolicy.default_config  # withdrawn
+        (True, False)
+    """
 
     pipelines: ClassVar[tuple[str, ...]] = ("parallel_async",)
     learns_in_chunks: ClassVar[bool] = False  # with memory: each whole unroll re-run from its stored memory

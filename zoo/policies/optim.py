@@ -324,9 +324,13 @@ def sync_parameter_gradients(parameters: list[nn.Parameter] | Any, ctx: Any) -> 
     (no copy is made when ``ctx.world_size`` is 1). Parameters without a gradient count as zeros.
 
     Examples:
-        >>> loss.backward()
-        >>> sync_parameter_gradients(model.parameters(), ctx)
-        >>> optimizer.step()
+        >>> from zoo.policies.base import LearnContext
+        >>> class TwoLearners(LearnContext):  # a stand-in all-reduce: the other learner's gradients are all 0
+        ...     def sync_gradients(self, grad): grad.div_(2)
+        >>> net = nn.Linear(2, 1); net(torch.ones(1, 2)).sum().backward()  # every gradient 1 here
+        >>> sync_parameter_gradients(net.parameters(), TwoLearners(world_size=2))  # between backward and step
+        >>> net.weight.grad, net.bias.grad
+        (tensor([[0.5000, 0.5000]]), tensor([0.5000]))
     """
     if getattr(ctx, "world_size", 1) <= 1:
         return

@@ -20,6 +20,14 @@ class PPOPolicy(ActorCriticPolicy):
 
     Runs serially (``serial_onpolicy``) and, unchanged, on data-parallel pipelines: the number of minibatches
     and the target-KL early stop are decided through ``ctx`` so that every learner takes the same steps.
+
+    Examples:
+        >>> class WideClipPPO(PPOPolicy):  # a subclass re-defaults a key; PPO's other keys come with it
+        ...     fields = {"clip_ratio": PPOPolicy.fields["clip_ratio"].but(0.3)}
+        >>> PPOPolicy.default_config["clip_ratio"], WideClipPPO.default_config["clip_ratio"]
+        (0.2, 0.3)
+        >>> WideClipPPO.default_config.keys() == PPOPolicy.default_config.keys()
+        True
     """
 
     multi_discrete_actions: ClassVar[bool] = True

@@ -43,7 +43,16 @@ class _LogAlpha(nn.Module):
 
 
 class SACPolicy(OffPolicyPolicy):
-    """Soft actor-critic for bounded 1-D Box actions."""
+    """Soft actor-critic for bounded 1-D Box actions.
+
+    Examples:
+        >>> from zoo.config.resolve import resolve_config; from zoo.policies import build_policy
+        >>> cfg = resolve_config({"policy": {"type": "sac", "hidden_sizes": [16]}})
+        >>> policy = build_policy(cfg, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (1,)))
+        >>> actions = policy.evaluate(torch.randn(8, 3))  # the tanh mean, scaled into the bounds
+        >>> actions.shape, bool((abs(actions) <= 2).all())
+        ((8, 1), True)
+    """
 
     compilable: ClassVar[bool] = True
     numpy_acting: ClassVar[bool] = True  # explore_action takes arrays too (zoo.policies.continuous_networks)

@@ -34,7 +34,16 @@ from .optim import FlatOptimizer, flatten_parameters
 
 
 class TD3Policy(OffPolicyPolicy):
-    """Twin Delayed DDPG for bounded 1-D Box actions."""
+    """Twin Delayed DDPG for bounded 1-D Box actions.
+
+    Examples:
+        >>> from zoo.config.resolve import resolve_config; from zoo.policies import build_policy
+        >>> cfg = resolve_config({"policy": {"type": "td3", "hidden_sizes": [16]}})
+        >>> policy = build_policy(cfg, gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(0, 4, (2,)))
+        >>> actions = policy.evaluate(torch.randn(8, 3))  # the actor's tanh output, scaled into [0, 4]
+        >>> cfg.policy.policy_delay, actions.shape, bool(((actions >= 0) & (actions <= 4)).all())
+        (2, (8, 2), True)
+    """
 
     compilable: ClassVar[bool] = True
     numpy_acting: ClassVar[bool] = True  # explore_action takes arrays too (zoo.policies.continuous_networks)
