@@ -20,7 +20,7 @@ from easydict import EasyDict
 from zoo.accel import auto_compile, settings
 from zoo.accel import compiled as compiled_module
 from zoo.accel.compiled import AUTO_MIN_UPDATES, CompiledStep, compiler_status, resolve_compile
-from zoo.accel.matmul import ensemble_mlp
+from zoo.accel.matmul import ensemble_mlp, fp32_products
 from zoo.data import ReplayBuffer, Transitions
 from zoo.errors import ConfigError
 from zoo.policies import DQNPolicy, LearnContext, OffPolicyPolicy, SACACEPolicy, SACPolicy, TD3Policy
@@ -290,6 +290,7 @@ def test_the_traced_step_takes_each_flat_buffer_once_and_no_parameter_aliasing_i
             return policy._viewed_learning_step(*args)
 
     policy.updates, policy.due = 1, dict.fromkeys(policy.cadences(), True)
+    fp32_products()  # decided before tracing, as a run's settings do (deciding reads torch.backends: untraceable)
     with torch.no_grad(), torch._dynamo.config.patch(trace_autograd_ops=True):
         traced = torch.compile(step, backend=record, fullgraph=True, dynamic=False)
         traced(policy.storage.of(replay), policy.draw(replay), LearnContext(updates=1))
