@@ -7,6 +7,7 @@ read_rows``, which forgives what a kill leaves (a cut last line, blank lines): a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -20,6 +21,14 @@ from easydict import EasyDict
 from zoo.run.metrics_files import METRICS_JSONL
 
 TIMINGS = ("wall_time", "sps")  # what differs between two runs of the same seed
+
+
+def load_tool(name: str) -> Any:
+    """The module ``tools/<name>.py`` of the repository (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def metrics_rows(run: Path, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:

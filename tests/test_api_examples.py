@@ -12,25 +12,16 @@ keep at run time: they are not checked here.
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import inspect
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
+from helpers import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("api_contract", ROOT / "tools" / "api_contract.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-api_contract = _load_tool()
+api_contract = load_tool("api_contract")
 
 # An "Examples:" section title, or a line ending a paragraph with "::" (a literal block follows).
 _EXAMPLE = re.compile(r"^\s*Examples:\s*$|::\s*$", re.M)

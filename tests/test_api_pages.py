@@ -11,19 +11,13 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import load_tool
 
 from zoo import hookspecs
 
 ROOT = Path(__file__).resolve().parents[1]
+api_contract = load_tool("api_contract")
 ENTRY = re.compile(r"^::: (\S+)$", re.M)
-
-
-def _resolve(path: str) -> object:
-    try:
-        return importlib.import_module(path)
-    except ImportError:
-        module, _, name = path.rpartition(".")
-        return getattr(importlib.import_module(module), name)
 
 
 def _documented() -> dict[int, str]:
@@ -31,7 +25,7 @@ def _documented() -> dict[int, str]:
     out = {}
     for page in sorted((ROOT / "docs" / "api").glob("*.md")):
         for path in ENTRY.findall(page.read_text(encoding="utf-8")):
-            out[id(_resolve(path))] = path
+            out[id(api_contract.resolve(path))] = path
     return out
 
 

@@ -6,28 +6,19 @@ is built by ``mkdocs build --strict`` in .ci/run (the ``docs`` extra); these tes
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import load_tool
 
 from zoo.describe import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python tools/docs_pages.py"
-
-
-def _load_tool():
-    spec = importlib.util.spec_from_file_location("docs_pages", ROOT / "tools" / "docs_pages.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-docs_pages = _load_tool()
+docs_pages = load_tool("docs_pages")
 
 
 def _builtin_names(hook: str) -> list[str]:
