@@ -6,9 +6,9 @@ An env marks the actions that are valid in its current state by one of:
   and step (through wrappers, ``get_wrapper_attr``);
 - ``info["action_mask"]`` returned by ``reset`` and ``step``.
 
-``env.action_mask`` names the source: ``auto`` (the default: the method where the env has one, it wins over an info
-key, as in sb3-contrib; else the info key where the first reset gives one; else no masks), ``method``, ``info`` or
-``none`` (masks ignored). A mask is bools (or 0/1), ``(n,)`` for ``Discrete(n)`` (index ``i``: action
+``env.action_mask`` names the source: ``auto`` (the method where the env has one, it wins over an info key, as in
+sb3-contrib; else the info key where the first reset gives one; else no masks), ``method``, ``info`` or ``none``
+(the default: masks ignored). A mask is bools (or 0/1), ``(n,)`` for ``Discrete(n)`` (index ``i``: action
 ``start + i``) and ``(sum(nvec),)`` for MultiDiscrete (the components' masks side by side); True: valid.
 
 ``ActionMasks`` wraps the vector env: after every reset and step ``infos[MASK_KEY]`` is ``(num_envs, width)``

@@ -44,9 +44,11 @@ MEMORY_FIELDS = {
                      "(0: from the stored memory)", range=(0, None)),
 }
 
-# The per-step columns the core reads in sequence form (and burn-in's, per chunk); every other column is flattened
-# to the valid steps.
-SEQUENCE_COLUMNS = ("obs", "memory", "episode_start", "valid", "burn_obs", "burn_start", "burn_steps", "burn_memory")
+# Burn-in's columns, per chunk (Rollout.sequences with burn_in).
+BURN_COLUMNS = ("burn_obs", "burn_start", "burn_steps", "burn_memory")
+# The per-step columns the core reads in sequence form (and burn-in's); every other column is flattened to the valid
+# steps.
+SEQUENCE_COLUMNS = ("obs", "memory", "episode_start", "valid", *BURN_COLUMNS)
 
 
 class MemoryActor:
@@ -220,7 +222,7 @@ class MemoryLearning:
         burn_in = int(self.cfg.get("burn_in", 0))
         chunks = batch.sequences(int(self.cfg.sequence_length), burn_in)
         names = ("obs", "memory", "episode_start", "valid", "action", "policy_output", "value", "advantage",
-                 "returns", *(("burn_obs", "burn_start", "burn_steps", "burn_memory") if burn_in else ()),
+                 "returns", *(BURN_COLUMNS if burn_in else ()),
                  *(("action_mask",) if "action_mask" in chunks else ()))
         return {name: chunks[name] for name in names}
 
