@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .envs import EnvSpec
+from .envs.masks import EnvMasks
 from .errors import ConfigError, ZooError
 
 FORMATS = ("mp4", "gif")
@@ -54,9 +55,11 @@ def record_episodes(
     except ConfigError as exc:  # e.g. a factory without a render_mode argument
         raise ConfigError(f"env '{env_id}' cannot render frames (render_mode='rgb_array'): {exc}") from None
     written = []
+    masks = EnvMasks(env, spec.action_mask, env_id)  # the valid actions where the env gives masks, as in training
     try:
         for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
+            obs, info = env.reset(seed=seed + episode)
+            mask = masks.read(info, reset=True)
             frames = [_frame(env, env_id)]
             total, steps, done = 0.0, 0, False
             memory = None  # a recurrent policy's, from the episode's start
@@ -68,14 +71,18 @@ def record_episodes(
                 if normalize_obs is not None:
                     array = normalize_obs(array)
                 tensor = torch.as_tensor(np.asarray(array, dtype=np.float32), device=policy.device)
+                masked = {} if mask is None else {"action_mask": torch.as_tensor(mask[None], device=policy.device)}
                 if getattr(policy, "recurrent", False):
-                    action, memory = policy.act_with_memory(tensor, memory, None, deterministic)
+                    action, memory = policy.act_with_memory(tensor, memory, None, deterministic, **masked)
+                elif deterministic:
+                    action = policy.evaluate(tensor, **masked)
                 else:
-                    action = policy.evaluate(tensor) if deterministic else policy.collect(tensor).action
-                obs, reward, terminated, truncated, _ = env.step(action[0])
+                    action = policy.collect(tensor, **masked).action
+                obs, reward, terminated, truncated, info = env.step(action[0])
                 total += float(reward)
                 steps += 1
                 done = bool(terminated or truncated)
+                mask = masks.read(info, final=done)
                 frames.append(_frame(env, env_id))
             path = folder / f"episode_{episode}.{fmt}"
             tmp = folder / f".episode_{episode}.tmp.{fmt}"

@@ -56,9 +56,9 @@ BASE_FIELDS: dict[str, Any] = {
                          "own ids and env.kwargs: pip install 'zoo-rl[envpool]')", choices=("gymnasium", "envpool"),
                          frozen=True),
     "env.action_mask": Field("none", "where the env's action masks come from (Discrete, MultiDiscrete): auto (its "
-                             "action_masks() method, else info['action_mask']), method, info, or none (no masks); "
-                             "with masks invalid actions are never taken (docs/action-masks.md)",
-                             choices=("auto", "none", "info", "method")),
+                             "action_masks() method, else info['action_mask']), method, info, obs:<key> (a key of "
+                             "its Dict observations), or none (no masks); with masks invalid actions are never "
+                             "taken (docs/action-masks.md)"),
     "env.call_timeout_s": Field(600.0, "an env step() or reset() that has not returned after this many seconds stops "
                                 "the run with an error naming the env (0: no limit)", range=(0.0, None)),
     "policy": {"type": "ppo"},

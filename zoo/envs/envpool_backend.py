@@ -338,7 +338,7 @@ def make_envpool_vector_env(env_id: str, num_envs: int, seed: int | None = None,
             lacks. ZooError: envpool is not installed.
     """
     from .calls import GuardedCalls
-    from .factory import _needs_flattening
+    from .flattening import needs_flattening
     from .wrappers import flatten_vector_observation
 
     if mode not in _MODES:
@@ -347,7 +347,7 @@ def make_envpool_vector_env(env_id: str, num_envs: int, seed: int | None = None,
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     venv: gym.vector.VectorEnv = EnvPoolVectorEnv(env_id, num_envs, seed, env_kwargs, max_episode_steps)
-    if _needs_flattening(env_id, venv.single_observation_space):
+    if needs_flattening(env_id, venv.single_observation_space):
         venv = flatten_vector_observation(venv)
     venv = GuardedCalls(venv, env_id)
     if seed is not None:
@@ -359,8 +359,8 @@ def make_envpool_vector_env(env_id: str, num_envs: int, seed: int | None = None,
 def make_envpool_env(env_id: str, env_kwargs: dict[str, Any] | None = None,
                      max_episode_steps: int | None = None) -> gym.Env:
     """The envpool backend's ``make_env``: one ``EnvPoolEnv``, flattened where its observations are not a Box."""
-    from .factory import _needs_flattening
+    from .flattening import needs_flattening
     from .wrappers import FlattenObservation
 
     env: gym.Env = EnvPoolEnv(env_id, env_kwargs, max_episode_steps)
-    return FlattenObservation(env) if _needs_flattening(env_id, env.observation_space) else env
+    return FlattenObservation(env) if needs_flattening(env_id, env.observation_space) else env

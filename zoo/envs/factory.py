@@ -48,7 +48,8 @@ from ..lifetime import die_with_parent
 from ..registry import ENV_REGISTRY
 from .calls import GuardedCalls
 from .extras import MODULE_EXTRAS, missing_package_error
-from .wrappers import FlattenObservation, flatten_vector_observation
+from .flattening import flattened, needs_flattening
+from .wrappers import flatten_vector_observation
 
 VECTOR_MODES = ("auto", "sync", "async", "vector_entry_point")
 
@@ -168,55 +169,14 @@ def _missing_package_error(env_id: str, exc: BaseException) -> ZooError:
     return missing_package_error(env_id, entry_point, exc)
 
 
-# Spaces that gymnasium flattens into a fixed-size Box (Dict and Tuple when all their parts are one of these).
-_FLAT_LEAVES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
-
-
-def _unflattenable_part(space: gym.Space, path: str = "") -> tuple[str, gym.Space] | None:
-    """The first (path, sub-space) of ``space`` with no fixed-size flat form, or None when it all flattens."""
-    if isinstance(space, _FLAT_LEAVES):
-        return None
-    if isinstance(space, gym.spaces.Dict):
-        parts = [(f"{path}[{key!r}]", sub_space) for key, sub_space in space.spaces.items()]
-    elif isinstance(space, gym.spaces.Tuple):
-        parts = [(f"{path}[{index}]", sub_space) for index, sub_space in enumerate(space.spaces)]
-    else:
-        return path, space
-    for part_path, sub_space in parts:
-        found = _unflattenable_part(sub_space, part_path)
-        if found is not None:
-            return found
-    return None
-
-
-def _needs_flattening(env_id: str, space: gym.Space) -> bool:
-    """False for a Box, True for a space that flattens into one; a one-line ConfigError for any other space."""
-    if isinstance(space, gym.spaces.Box):
-        return False
-    found = _unflattenable_part(space)
-    if found is not None:
-        path, part = found
-        where = f" (a {type(part).__name__} at observation{path})" if path else ""
-        raise ConfigError(
-            f"env '{env_id}' has {type(space).__name__} observations{where}, which zoo cannot flatten into a Box: "
-            f"wrap the env (e.g. in a gymnasium.ObservationWrapper) so that it gives Box or Dict-of-Box observations"
-        )
-    return True
-
-
-def _flattened(env_id: str, env: gym.Env) -> gym.Env:
-    """``env`` itself when its observations are a Box, else wrapped in ``FlattenObservation``."""
-    if not _needs_flattening(env_id, env.observation_space):
-        return env
-    return FlattenObservation(env)
-
-
-def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+def make_env(env_id: str, *, mask_key: str | None = None, **kwargs: Any) -> gym.Env:
     """Build one environment.
 
     Arguments:
         env_id: a name in ``ENV_REGISTRY`` (its factory is called with ``kwargs``) or a gymnasium id
             (``gym.make(env_id, **kwargs)``; ``max_episode_steps`` is accepted there).
+        mask_key: the key of a Dict observation that holds the action mask (``env.action_mask=obs:<key>``): moved
+            into ``info["action_mask"]`` before the rest is flattened (``zoo.envs.masks.MaskFromObservation``).
         kwargs: keyword arguments for the factory or for ``gym.make``.
 
     Returns:
@@ -235,14 +195,15 @@ def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     with _one_line_construction_errors(env_id, kwargs):
         env = factory(**kwargs) if factory is not None else gym.make(env_id, **kwargs)
     try:
-        return _flattened(env_id, env)
+        return flattened(env_id, env, mask_key)
     except ConfigError:
         env.close()
         raise
 
 
 def _build_single_env(
-    env_id: str, factory: Callable[..., gym.Env] | None, kwargs: dict[str, Any], max_episode_steps: int | None
+    env_id: str, factory: Callable[..., gym.Env] | None, kwargs: dict[str, Any], max_episode_steps: int | None,
+    mask_key: str | None = None,
 ) -> gym.Env:
     """Sub-env constructor for Sync/AsyncVectorEnv; observations that are not a Box are flattened.
 
@@ -256,7 +217,7 @@ def _build_single_env(
         env = factory(**kwargs)
         if max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
-    return _flattened(env_id, env)
+    return flattened(env_id, env, mask_key)
 
 
 def _async_context() -> str:
@@ -317,11 +278,17 @@ def _vector_entry_point_accepts(spec: gym.envs.registration.EnvSpec, names: set[
     return names <= set(parameters)
 
 
-def _resolve_mode(env_id: str, mode: str, env_kwargs: dict[str, Any], max_episode_steps: int | None) -> str:
+def _resolve_mode(env_id: str, mode: str, env_kwargs: dict[str, Any], max_episode_steps: int | None,
+                  mask_key: str | None = None) -> str:
     if mode not in VECTOR_MODES:
         raise ConfigError(f"invalid vector env mode '{mode}': valid modes are {', '.join(VECTOR_MODES)}")
     if mode in ("sync", "async"):
         return mode
+    if mask_key is not None:  # the mask is moved out of each sub-env's observations: not a batched env's
+        if mode == "vector_entry_point":
+            raise ConfigError(f"env.action_mask=obs:{mask_key} takes the mask from each sub-env: use vector mode "
+                              f"sync or async for '{env_id}'")
+        return "sync"
     if env_id in ENV_REGISTRY:
         if mode == "vector_entry_point":
             raise ConfigError(f"env '{env_id}' is a zoo registry factory: it has no vector_entry_point; use sync/async")
@@ -363,6 +330,7 @@ def make_vector_env(
     mode: str = "auto",
     env_kwargs: dict[str, Any] | None = None,
     max_episode_steps: int | None = None,
+    mask_key: str | None = None,
 ) -> gym.vector.VectorEnv:
     """Build a NEXT_STEP-autoreset vector environment of ``num_envs`` copies of ``env_id``.
 
@@ -376,6 +344,8 @@ def make_vector_env(
             per sub-env) or ``"vector_entry_point"`` (the env's own batched implementation).
         env_kwargs: keyword arguments for each sub-env's factory / ``gym.make``.
         max_episode_steps: time limit per episode (truncation); overrides the spec's default.
+        mask_key: a Dict observation's key that holds the action mask, moved into the infos (see ``make_env``);
+            sub-envs in ``sync``/``async`` mode only.
 
     Returns:
         A ``gymnasium.vector.VectorEnv`` whose ``metadata["autoreset_mode"]`` is ``AutoresetMode.NEXT_STEP`` and
@@ -397,9 +367,9 @@ def make_vector_env(
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     env_kwargs = dict(env_kwargs or {})
     _check_known(env_id)
-    resolved = _resolve_mode(env_id, mode, env_kwargs, max_episode_steps)
+    resolved = _resolve_mode(env_id, mode, env_kwargs, max_episode_steps, mask_key)
     with _one_line_construction_errors(env_id, env_kwargs):
-        venv = _build_vector_env(env_id, num_envs, resolved, env_kwargs, max_episode_steps)
+        venv = _build_vector_env(env_id, num_envs, resolved, env_kwargs, max_episode_steps, mask_key)
     venv = GuardedCalls(venv, env_id)  # innermost: only the user's env runs inside it
     if venv.metadata.get("autoreset_mode") != AutoresetMode.NEXT_STEP:
         found = venv.metadata.get("autoreset_mode")
@@ -413,20 +383,21 @@ def make_vector_env(
 
 
 def _build_vector_env(
-    env_id: str, num_envs: int, resolved: str, env_kwargs: dict[str, Any], max_episode_steps: int | None
+    env_id: str, num_envs: int, resolved: str, env_kwargs: dict[str, Any], max_episode_steps: int | None,
+    mask_key: str | None,
 ) -> gym.vector.VectorEnv:
     if resolved == "vector_entry_point":
         extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs, **extra)
         try:
-            if _needs_flattening(env_id, venv.single_observation_space):
+            if needs_flattening(env_id, venv.single_observation_space):
                 venv = flatten_vector_observation(venv)
         except ConfigError:
             venv.close()
             raise
     else:
         factory = ENV_REGISTRY.get(env_id) if env_id in ENV_REGISTRY else None
-        build = functools.partial(_build_single_env, env_id, factory, env_kwargs, max_episode_steps)
+        build = functools.partial(_build_single_env, env_id, factory, env_kwargs, max_episode_steps, mask_key)
         env_fns = [build] * num_envs
         if resolved == "sync":
             venv = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.NEXT_STEP)

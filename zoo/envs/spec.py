@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from ..errors import ConfigError
 from .factory import make_env, make_vector_env
-from .masks import MASK_SOURCES, with_action_masks
+from .masks import MASK_KEY, check_source, with_action_masks
 
 BACKENDS = ("gymnasium", "envpool")
 
@@ -44,11 +45,15 @@ class EnvSpec:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"env.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.action_mask not in MASK_SOURCES:
-            raise ConfigError(f"env.action_mask must be one of {', '.join(MASK_SOURCES)}, got {self.action_mask!r}")
+        check_source(self.action_mask)
         if self.envpool and self.action_mask not in ("auto", "none"):
             raise ConfigError(f"env.action_mask={self.action_mask}: the envpool backend's envs give no action masks; "
                               f"set env.backend=gymnasium, or env.action_mask=none")
+
+    @property
+    def mask_key(self) -> str | None:
+        """The Dict observations' key that holds the action mask (``env.action_mask=obs:<key>``), else None."""
+        return check_source(self.action_mask)
 
     @property
     def envpool(self) -> bool:
@@ -69,7 +74,7 @@ class EnvSpec:
             from .envpool_backend import make_envpool_env
 
             return make_envpool_env(self.id, {**self.kwargs, **extra_kwargs}, self.max_episode_steps)
-        env = make_env(self.id, **{**self.kwargs, **extra_kwargs})
+        env = make_env(self.id, mask_key=self.mask_key, **{**self.kwargs, **extra_kwargs})
         if self.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, self.max_episode_steps)
         return env
@@ -84,12 +89,26 @@ class EnvSpec:
                                            env_kwargs={**self.kwargs, **extra_kwargs},
                                            max_episode_steps=self.max_episode_steps)
         venv = make_vector_env(self.id, num_envs, seed=seed, mode=mode, env_kwargs={**self.kwargs, **extra_kwargs},
+                               mask_key=self.mask_key,
                                max_episode_steps=self.max_episode_steps)
         try:
             return with_action_masks(venv, self.action_mask, self.id)  # infos["action_mask"] (zoo.envs.masks)
         except ConfigError:
             venv.close()
             raise
+
+    def mask_width(self) -> int:
+        """The width of the action masks this spec's vector envs give (``env.action_mask``; zoo.envs.masks), 0 where
+        they give none (``none``, actions that take no mask, ``auto`` on an env without masks). Builds and resets
+        one env to know where the source is not ``none``."""
+        if self.action_mask == "none" or self.envpool:
+            return 0
+        venv = self.make_vector(1, seed=0, mode="sync")
+        try:
+            _, infos = venv.reset(seed=0)
+            return int(np.shape(infos[MASK_KEY])[-1]) if MASK_KEY in infos else 0
+        finally:
+            venv.close()
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """The observation space (flattened into a Box where the env's is not one) and the action space."""
@@ -113,4 +132,4 @@ class EnvSpec:
             from .envpool_backend import make_envpool_env
 
             return make_envpool_env(self.id, dict(self.kwargs))
-        return make_env(self.id, **self.kwargs)
+        return make_env(self.id, mask_key=self.mask_key, **self.kwargs)
