@@ -260,7 +260,7 @@ class VectorCollector:
         if self.action_mask is not None and not getattr(policy, "takes_action_mask", False):
             raise ConfigError(f"env '{self.env_id}' gives action masks and {type(policy).__name__} cannot honour "
                               f"them (it would take invalid actions): set env.action_mask=none to ignore them, or "
-                              f"use a policy that takes masks (ppo, a2c, dppo)")
+                              f"use a policy that takes masks (ppo, a2c, dppo, impala)")
 
     def pop_finished(self) -> list[tuple[float, int]]:
         """``(return, length)`` of the episodes finished since the last call (raw rewards), oldest first."""

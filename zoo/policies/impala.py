@@ -63,7 +63,7 @@ class ImpalaPolicy(ActorCriticPolicy):
     }
     # gSDE's per-sub-env exploration matrices live with a collector; IMPALA's actors act apart from the learner.
     # A recurrent learner re-runs each whole unroll from its stored memory: no chunks (sequence_length, burn_in).
-    takes_action_mask: ClassVar[bool] = False  # V-trace under masks is not built yet: refused, never ignored
+    takes_action_mask: ClassVar[bool] = True  # its collect masks the logits and stores the mask (V-trace under it)
     withdrawn_fields: ClassVar[tuple[str, ...]] = ("use_sde", "sde_sample_freq", "full_std", "sequence_length",
                                                    "burn_in")
 
@@ -82,19 +82,21 @@ class ImpalaPolicy(ActorCriticPolicy):
         return self._bounded(output)
 
     @torch.no_grad()
-    def collect(self, obs: torch.Tensor) -> CollectOutput:
+    def collect(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> CollectOutput:
         """Sampled actions and the behaviour policy's output (``policy_output``: logits, or mu and sigma
-        concatenated); no value, so acting needs only the actor's weights."""
+        concatenated; the logits masked where ``action_mask`` is given, which is stored beside them); no value, so
+        acting needs only the actor's weights."""
         if self.recurrent:
             return super().collect(obs)  # refused: a recurrent policy acts through memory_actor
-        output = self._bounded(self.model.policy_output(obs))
+        output = self.masked(self._bounded(self.model.policy_output(obs)), action_mask)
+        extras = {} if action_mask is None else {"action_mask": action_mask.to(torch.bool)}
         if self.discrete:
             action = (output - torch.empty_like(output).exponential_().log()).argmax(-1)  # Gumbel-max sample
             packed = output
         else:
             action = output["mu"] + output["sigma"] * torch.randn_like(output["mu"])
             packed = torch.cat([output["mu"], output["sigma"]], -1)
-        return CollectOutput(self._env_action(action), action, {"policy_output": packed})
+        return CollectOutput(self._env_action(action), action, {"policy_output": packed, **extras})
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The mode's env actions as a tensor, the mean bounded as in ``collect`` (traceable, for ``zoo export``)."""
@@ -115,9 +117,10 @@ class ImpalaPolicy(ActorCriticPolicy):
         memory = {} if batch.memory is None else {"memory": batch.memory, "episode_start": batch.episode_start}
         if self.recurrent and not memory:
             raise ValueError("a recurrent IMPALA learner needs unrolls with their memory (collected by memory_actor)")
+        mask = batch.behaviour.get("action_mask")  # the masks the actor acted under (zoo.policies.masking)
         return {"obs": batch.obs, "action": batch.action, "policy_output": batch.behaviour["policy_output"],
                 "reward": batch.reward, "terminated": batch.terminated, "truncated": batch.truncated,
-                "valid": batch.valid, **memory}
+                "valid": batch.valid, **memory, **({} if mask is None else {"action_mask": mask})}
 
     def samples_in(self, columns: dict[str, torch.Tensor]) -> int:
         return columns["reward"].numel()
@@ -136,8 +139,8 @@ class ImpalaPolicy(ActorCriticPolicy):
         else:
             output, value = self.model(batch["obs"])
         output = self._bounded(output)
-        if self.discrete:
-            target = output[:steps]
+        if self.discrete:  # the target policy under the mask the behaviour acted under: V-trace compares the two
+            target = self.masked(output[:steps], batch.get("action_mask"))
         else:
             target = {"mu": output["mu"][:steps], "sigma": output["sigma"][:steps]}
         behaviour = self.unpack_policy_output(batch["policy_output"])

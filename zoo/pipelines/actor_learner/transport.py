@@ -65,20 +65,25 @@ def actor_layout(cfg: EasyDict) -> ActorLayout:
     then an acting-only policy, whose ``collect`` on sampled observations shapes a zero template unroll and whose
     ``actor_state_dict`` shapes the weights. The global RNGs are left as they were."""
     pipe = cfg.pipeline
-    observation_space, action_space = EnvSpec.from_config(cfg).spaces()
+    spec = EnvSpec.from_config(cfg)
+    observation_space, action_space = spec.spaces()
     with torch.random.fork_rng(devices=[]):
         actor = build_policy(cfg, observation_space, action_space, "cpu", acting_only=True)
+        # An env that gives action masks: each step's mask is shipped with the unroll (a policy that cannot take
+        # them is refused by its actors' collectors, in one line).
+        width = spec.mask_width() if getattr(actor, "takes_action_mask", False) else 0
+        mask = np.ones((pipe.num_envs, width), dtype=bool) if width else None
         obs = torch.as_tensor(np.stack([observation_space.sample() for _ in range(pipe.num_envs)]),
                               dtype=torch.float32)
         memory = None
         if getattr(actor, "recurrent", False):  # one step of its memory actor shapes the extras
             acting = actor.memory_actor(1, pipe.num_envs, None)
-            acting.act(0, obs.numpy(), np.ones(pipe.num_envs, dtype=bool))
+            acting.act(0, obs.numpy(), np.ones(pipe.num_envs, dtype=bool), *(() if mask is None else (mask,)))
             raw, extras = acting.finish()
             raw, extras = raw[0], {name: x[0] for name, x in extras.items()}
             memory = actor.initial_memory(pipe.num_envs)
         else:
-            out = actor.collect(obs)
+            out = actor.collect(obs, **({} if mask is None else {"action_mask": torch.from_numpy(mask)}))
             raw = torch.as_tensor(out.action) if out.raw_action is None else out.raw_action.cpu()
             extras = out.extras
     steps, envs = pipe.unroll_length, pipe.num_envs
