@@ -10,6 +10,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -66,6 +67,7 @@ RUNS = {
     "a2c_multidiscrete": {"env": {"id": "test_export_masked_components", "action_mask": "method"},
                           "policy": {"type": "a2c"}},
     "ppo_unmasked": {"env": {**MASKED, "action_mask": "none"}, "policy": {"type": "ppo"}},
+    "ppo_auto_no_masks": {"env": {"id": "CartPole-v1", "action_mask": "auto"}, "policy": {"type": "ppo"}},
     "mask_blind": {"env": MASKED, "policy": {"type": "test_export_mask_blind"}},
 }
 
@@ -203,17 +205,19 @@ def test_an_onnx_graph_without_the_mask_is_refused_before_its_check(run, monkeyp
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_a_run_without_masks_exports_as_before(run, fmt, tmp_path):
-    result = export_run(run("ppo_unmasked"), fmt, tmp_path / "policy.bin", check=32)
+@pytest.mark.parametrize("name", ["ppo_unmasked", "ppo_auto_no_masks"])  # masks ignored; auto, but none given
+def test_a_run_without_masks_exports_as_before(run, fmt, name, tmp_path):
+    result = export_run(run(name), fmt, tmp_path / "policy.bin", check=32)
     data = result.path.read_bytes()
     assert result.mask_width is None and "action_mask" not in _metadata(fmt, data)
     if fmt == "onnx":
         import onnxruntime as ort
 
         assert [i.name for i in ort.InferenceSession(data).get_inputs()] == ["obs"]
-    obs = np.stack([MaskedChoice().reset(seed=s)[0] for s in range(16)])
+    env = MaskedChoice() if name == "ppo_unmasked" else gym.make("CartPole-v1")
+    obs = np.stack([env.reset(seed=s)[0] for s in range(16)]).astype(np.float32)
     got = ExportedRunner(fmt, data, ["obs"])([obs])
-    np.testing.assert_array_equal(got, zoo.load(run("ppo_unmasked")).predict(obs))
+    np.testing.assert_array_equal(got, zoo.load(run(name)).predict(obs))
 
 
 def test_a_policy_whose_export_takes_no_mask_is_refused_in_one_line(run, tmp_path):
@@ -232,8 +236,6 @@ def test_zoo_export_names_the_mask_input(run, tmp_path, capsys):
 
 
 def test_the_check_masks_and_the_invalid_rows_against_plain_loops():
-    import gymnasium as gym
-
     rng = np.random.default_rng(2)
     space = gym.spaces.MultiDiscrete(NVEC, start=START)
     masks = _random_masks(rng, 9, NVEC)
