@@ -146,6 +146,11 @@ def test_a_masked_parallel_async_run_takes_no_invalid_action(tmp_path, costly, r
     returns = [row["episode_return_mean"] for row in rows if row.get("episode_return_mean") is not None]
     assert summary["env_steps"] >= 4000 and returns and min(returns) >= 0.0, returns[:10]
     assert all(np.isfinite(row["policy_loss"]) for row in rows if "policy_loss" in row)
+    pytest.importorskip("onnxruntime")
+    from zoo.export.command import export_run
+
+    for fmt in ("onnx", "torchscript"):  # the file takes the mask and plays as predict does, checked on env masks
+        export_run(summary["run_dir"], fmt, check=32)
 
 
 def test_a_gaussian_impala_takes_no_mask():

@@ -12,6 +12,10 @@ Three stages, each a module, composed by ``ExportGraph``:
    float64 as zoo applies it, then float32 (absent when the run did not normalise observations).
 3. The policy's ``export_module()`` (see ``zoo.policies.base``): deterministic env actions, ``start`` offsets
    added and Box actions clipped or squashed into their bounds.
+
+After the observations' inputs come a recurrent policy's ``state`` (float32 ``(N, *state_shape)``; a second output,
+``state_out``) and, for a run whose env gave action masks, ``action_mask`` (bool ``(N, width)``, True: valid; see
+``zoo.export.masks``), which the module takes as ``action_mask=``.
 """
 
 from __future__ import annotations
@@ -150,20 +154,26 @@ class FrozenNormalization(nn.Module):
 
 class ExportGraph(nn.Module):
     """Inputs -> flat float32 observations -> (normalisation) -> the policy's deterministic env actions. With
-    ``state`` (a recurrent policy's) the last input is the state and the outputs are the actions and the new state."""
+    ``state`` (a recurrent policy's) an input after the observations' is the state and the outputs are the actions
+    and the new state; with ``mask`` the last input is the action mask, passed on as ``action_mask=``."""
 
     def __init__(self, inputs: ObservationInputs, normalization: FrozenNormalization | None, acting: nn.Module,
-                 state: bool = False) -> None:
+                 state: bool = False, mask: bool = False) -> None:
         super().__init__()
         self.observations = inputs
         self.normalization = normalization
         self.acting = acting
         self.state = state
+        self.mask = mask
 
     def forward(self, *arrays: torch.Tensor) -> Any:
+        masked = {}
+        if self.mask:
+            *arrays, mask = arrays
+            masked["action_mask"] = mask
         if self.state:
             *arrays, state = arrays
         obs = self.observations(*arrays)
         if self.normalization is not None:
             obs = self.normalization(obs)
-        return self.acting(obs, state) if self.state else self.acting(obs)
+        return self.acting(obs, state, **masked) if self.state else self.acting(obs, **masked)

@@ -319,11 +319,12 @@ class ActorCriticPolicy(MemoryLearning, MaskedActing, OnPolicyLearning, Policy):
         mu, sigma = packed.chunk(2, dim=-1)
         return {"mu": mu, "sigma": sigma}
 
-    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """The mode's env actions as a tensor (what ``evaluate`` returns; traceable, for ``zoo export``)."""
+    def deterministic_action(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The mode's env actions as a tensor (what ``evaluate`` returns; traceable, for ``zoo export``), among the
+        valid actions where ``action_mask`` ``(N, width)`` is given."""
         if self.recurrent:
             raise ConfigError(f"{type(self).__name__} has memory: act with act_with_memory(obs, memory)")
-        return self._mode_to_env(self.model.policy_output(obs))
+        return self._mode_to_env(self.masked(self.model.policy_output(obs), action_mask))
 
     def export_module(self) -> torch.nn.Module | None:
         """``ActingGraph(self)``; for a policy with memory ``MemoryActingGraph``: ``(obs, state) -> (actions,

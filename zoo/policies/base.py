@@ -49,7 +49,9 @@ normalisation, which the exporter adds in front) to the env actions ``(N, *actio
 returns: Discrete/MultiDiscrete ``start`` offsets added, Box actions clipped or squashed into their bounds. The
 default wraps ``deterministic_action`` when the class defines it (``ActingGraph``), else returns None and the
 policy is refused in one line. What the module runs must trace (``torch.jit.trace``, ``torch.onnx.export``): torch
-operations on tensors only, no numpy, no branches on tensor values.
+operations on tensors only, no numpy, no branches on tensor values. A run whose env gave action masks exports with
+the mask as an input: the module is called ``module(obs, action_mask=mask)`` (bool ``(N, width)``) and must say it
+takes it (``takes_action_mask = True``); ``ActingGraph`` does where ``deterministic_action`` takes ``action_mask=``.
 
 The learner state: ``acting_parts`` and ``learning_parts`` name the attributes that hold it (networks, optimisers,
 tensors, dicts or lists of them, objects with ``state_dict``, plain counters; ``zoo.policies.state`` says what each
@@ -66,6 +68,7 @@ has one (else the config must set ``pipeline.reward_gamma``).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -372,7 +375,10 @@ class ActingGraph(torch.nn.Module):
                                  f"ActingGraph the networks deterministic_action uses")
         self.networks = torch.nn.ModuleDict(networks)
         self._act = policy.deterministic_action
+        # Whether the graph takes an action mask (``zoo export`` of a run whose env gave masks): where
+        # ``deterministic_action`` has an ``action_mask`` keyword.
+        self.takes_action_mask = "action_mask" in inspect.signature(policy.deterministic_action).parameters
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
         with torch.no_grad():
-            return self._act(obs)
+            return self._act(obs) if action_mask is None else self._act(obs, action_mask=action_mask)

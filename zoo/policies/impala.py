@@ -98,11 +98,12 @@ class ImpalaPolicy(ActorCriticPolicy):
             packed = torch.cat([output["mu"], output["sigma"]], -1)
         return CollectOutput(self._env_action(action), action, {"policy_output": packed, **extras})
 
-    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """The mode's env actions as a tensor, the mean bounded as in ``collect`` (traceable, for ``zoo export``)."""
+    def deterministic_action(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The mode's env actions as a tensor, the mean bounded as in ``collect``, among the valid actions where
+        ``action_mask`` is given (traceable, for ``zoo export``)."""
         if self.recurrent:
             return super().deterministic_action(obs)  # refused: a recurrent policy acts with its memory
-        return self._mode_to_env(self._bounded(self.model.policy_output(obs)))
+        return self._mode_to_env(self.masked(self._bounded(self.model.policy_output(obs)), action_mask))
 
     def process_rollout(self, rollout: Rollout) -> Rollout:
         """Unrolls need no processing before ``learn`` (V-trace runs inside it)."""

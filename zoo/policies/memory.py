@@ -107,18 +107,23 @@ def _at_steps(output: torch.Tensor | dict[str, torch.Tensor], valid: torch.Tenso
 
 class MemoryActingGraph(torch.nn.Module):
     """A recurrent policy's deterministic acting as a module for ``zoo export``: ``(obs, state) -> (actions,
-    state_out)``, the state as ``Agent.predict`` takes and returns it (zeros: an episode starting)."""
+    state_out)``, the state as ``Agent.predict`` takes and returns it (zeros: an episode starting); among the valid
+    actions where ``action_mask`` ``(N, width)`` is given."""
+
+    takes_action_mask = True
 
     def __init__(self, policy: Any) -> None:
         super().__init__()
         self.model = policy.model
         self._mode_to_env = policy._mode_to_env
         self._acting_output = policy.acting_output
+        self._masked = policy.masked
 
-    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: torch.Tensor, state: torch.Tensor,
+                action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
             output, _, memory = self.model(obs[None], state, value=False)
-            return self._mode_to_env(self._acting_output(_first(output))), memory
+            return self._mode_to_env(self._masked(self._acting_output(_first(output)), action_mask)), memory
 
 
 class MemoryLearning:
