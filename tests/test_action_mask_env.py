@@ -147,13 +147,24 @@ def test_the_current_masks_resume_with_the_episodes():
 
 
 def test_a_policy_that_cannot_take_masks_is_refused_before_it_acts():
-    from zoo.policies import DQNPolicy
+    from zoo.policies import DQNPolicy, ImpalaPolicy
+
+    class UnmaskedDQN(DQNPolicy):  # a replay-based policy that takes no masks
+        takes_action_mask = False
+
+    class OwnCollect(ImpalaPolicy):  # an own collect(obs) is not assumed to take masks
+        def collect(self, obs):
+            return super().collect(obs)
 
     env = MaskedChoice()
-    dqn = new_policy(DQNPolicy, env.observation_space, env.action_space)
+    own = new_policy(OwnCollect, env.observation_space, env.action_space)
     collector = VectorCollector(EnvSpec("MaskedChoice-v0", {}, action_mask="auto"), 2, seed=0, vector_mode="sync")
-    with pytest.raises(ConfigError, match="gives action masks and DQNPolicy cannot honour them"):
-        collector.check_masks(dqn)
+    with pytest.raises(ConfigError, match="gives action masks and OwnCollect cannot honour them"):
+        collector.check_masks(own)
+    collector.check_masks(new_policy(ImpalaPolicy, env.observation_space, env.action_space))  # IMPALA takes them
+    with pytest.raises(ConfigError, match=r"UnmaskedDQN cannot honour them .*\(ppo, a2c, dppo, impala, dqn\)"):
+        collector.transitions(new_policy(UnmaskedDQN, env.observation_space, env.action_space), 1)
+    collector.check_masks(new_policy(DQNPolicy, env.observation_space, env.action_space))  # DQN takes them
     collector.close()
 
 

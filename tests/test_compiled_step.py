@@ -1,6 +1,7 @@
 """The learning step compiled (zoo.accel.compiled): when ``policy.compile`` compiles, what a failed compile does,
 and -- where a compiler works here -- that compiled and eager updates agree within float rounding over hundreds of
-updates (SAC, SAC-ACE with its causal weights and a reset, TD3's two graphs, DQN one-step and n-step) and that a
+updates (SAC, SAC-ACE with its causal weights and a reset, TD3's two graphs, DQN one-step, n-step and with the
+replay's next-observation action masks) and that a
 compiled run resumes exactly."""
 
 from __future__ import annotations
@@ -168,16 +169,18 @@ needs_compiler = pytest.mark.skipif(compiler_status() is not None, reason=f"torc
                                                                           f"{compiler_status()}")
 
 
-def replay_for(discrete: bool, n: int = 400, seed: int = 0) -> ReplayBuffer:
+def replay_for(discrete: bool, n: int = 400, seed: int = 0, masked: bool = False) -> ReplayBuffer:
     rng = np.random.default_rng(seed)
-    replay = ReplayBuffer(n, (5,), () if discrete else (2,), action_dtype=np.int64 if discrete else np.float32)
+    replay = ReplayBuffer(n, (5,), () if discrete else (2,), action_dtype=np.int64 if discrete else np.float32,
+                          mask_width=3 if masked else 0)
     episode_end = rng.random(n) < 0.05
+    masks = (rng.random((n, 3)) < 0.5) | np.eye(3, dtype=bool)[rng.integers(0, 3, n)]  # one valid action at least
     replay.add(Transitions(
         obs=rng.normal(size=(n, 5)).astype(np.float32),
         action=rng.integers(0, 3, n) if discrete else rng.uniform(-2, 2, (n, 2)).astype(np.float32),
         reward=rng.normal(size=n).astype(np.float32), next_obs=rng.normal(size=(n, 5)).astype(np.float32),
         terminated=episode_end & (rng.random(n) < 0.5), truncated=episode_end & (rng.random(n) >= 0.5),
-        env=np.zeros(n, np.int32)))
+        env=np.zeros(n, np.int32), next_action_mask=masks if masked else None))
     return replay
 
 
@@ -188,6 +191,7 @@ CASES = {
     "td3": (TD3Policy, {"policy_delay": 2}),
     "dqn": (DQNPolicy, {"double_dqn": True}),
     "dqn_nstep": (DQNPolicy, {"nstep": 3}),
+    "dqn_masked": (DQNPolicy, {"double_dqn": True}),  # the target's argmax over the valid next actions
 }
 
 
@@ -226,7 +230,7 @@ def flat_state(policy: OffPolicyPolicy) -> torch.Tensor:
 @needs_compiler
 @pytest.mark.parametrize("name", list(CASES))
 def test_compiled_and_eager_updates_agree_over_hundreds_of_updates_and_resume_exactly(name):
-    replay = replay_for(name.startswith("dqn"))
+    replay = replay_for(name.startswith("dqn"), masked=name.endswith("masked"))
     eager, compiled = new_policy(name, "off"), new_policy(name, "on")
     assert compiled.compiled_step is not None and eager.compiled_step is None
     eager_rows, compiled_rows = learn(eager, replay, 1, 300), learn(compiled, replay, 1, 300)
@@ -271,7 +275,7 @@ def test_the_traced_step_takes_each_flat_buffer_once_and_no_parameter_aliasing_i
     base per call and keep inductor from capturing a CUDA graph (zoo.accel.flat_views). Traced by dynamo with
     a backend that only records the inputs (no compiler needed)."""
     policy = new_policy(name, "off")
-    replay = replay_for(name.startswith("dqn"))
+    replay = replay_for(name.startswith("dqn"), masked=name.endswith("masked"))
     policy.flat_modules.refresh()
     swapped = {id(module) for module, *_ in policy.flat_modules.specs}
     flat_backed = [value for value in vars(policy).values() if isinstance(value, torch.nn.Module)

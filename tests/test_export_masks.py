@@ -52,7 +52,7 @@ class MaskedComponents(MatchComponentsEnv):
 
 
 class MaskBlindPolicy(PPOPolicy):
-    """Takes masks in training, but its ``deterministic_action`` has no ``action_mask`` keyword (as DQN's today)."""
+    """Takes masks in training, but its ``deterministic_action`` has no ``action_mask`` keyword."""
 
     def deterministic_action(self, obs):
         return super().deterministic_action(obs)
@@ -61,6 +61,7 @@ class MaskBlindPolicy(PPOPolicy):
 MASKED = {"id": "MaskedChoice-v0", "action_mask": "auto"}
 RUNS = {
     "ppo": {"env": MASKED, "policy": {"type": "ppo"}},
+    "dqn": {"env": MASKED, "policy": {"type": "dqn"}, "pipeline": {"learning_starts": 64}},
     "ppo_gru": {"env": MASKED, "policy": {"type": "ppo", "recurrent": "gru", "recurrent_size": 8,
                                           "sequence_length": 8, "minibatch_size": 64},
                 "pipeline": {"normalize_obs": True}},
@@ -84,7 +85,8 @@ def run(tmp_path_factory):
         if name not in made:
             config = {**RUNS[name], "exp_name": name, "seed": 3}
             config["policy"] = {"hidden_sizes": [16], **config["policy"]}
-            config["pipeline"] = {"num_envs": 4, "rollout_steps": 32, "max_env_steps": 256, "eval_every": 0,
+            rollout = {} if config["policy"]["type"] == "dqn" else {"rollout_steps": 32}  # a replay: no rollouts
+            config["pipeline"] = {"num_envs": 4, "max_env_steps": 256, "eval_every": 0, **rollout,
                                   **config.get("pipeline", {})}
             made[name] = Path(train(config, [f"runs_dir={root}", "logger.progress=false"])["run_dir"])
         return made[name]
@@ -129,7 +131,8 @@ def _metadata(fmt, data):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("name, nvec, start", [("ppo", (6,), (0,)), ("a2c_multidiscrete", NVEC, START)])
+@pytest.mark.parametrize("name, nvec, start", [("ppo", (6,), (0,)), ("dqn", (6,), (0,)),
+                                               ("a2c_multidiscrete", NVEC, START)])
 def test_the_file_takes_the_mask_and_chooses_among_the_valid_actions_as_predict(run, fmt, name, nvec, start,
                                                                                  tmp_path):
     result = export_run(run(name), fmt, tmp_path / "policy.bin", check=64)
@@ -141,10 +144,10 @@ def test_the_file_takes_the_mask_and_chooses_among_the_valid_actions_as_predict(
         import onnxruntime as ort
 
         feeds = [(i.name, i.type, i.shape[1:]) for i in ort.InferenceSession(data).get_inputs()]
-        assert feeds == [("obs", "tensor(float)", [sum(nvec) * (2 if name == "ppo" else 1)]),
+        assert feeds == [("obs", "tensor(float)", [sum(nvec) * (2 if name in ("ppo", "dqn") else 1)]),
                          ("action_mask", "tensor(bool)", [sum(nvec)])]
     rng = np.random.default_rng(0)
-    env = MaskedChoice() if name == "ppo" else MaskedComponents(nvec=NVEC, start=START)
+    env = MaskedChoice() if name in ("ppo", "dqn") else MaskedComponents(nvec=NVEC, start=START)
     obs = np.stack([env.reset(seed=s)[0] for s in range(200)]).astype(np.float32)
     masks = _random_masks(rng, len(obs), nvec)
     got = ExportedRunner(fmt, data, ["obs", "action_mask"])([obs, masks])

@@ -20,9 +20,16 @@ import numpy as np
 import torch
 
 from ..data import ReplayBuffer
+from ..data.replay import MASK_FIELD
 
-# The columns a minibatch holds (``env``, the sub-env index, is bookkeeping for n-step windows).
+# The columns a minibatch holds (``env``, the sub-env index, is bookkeeping for n-step windows); ``next_action_mask``
+# too where the replay keeps the env's action masks (``minibatch_columns``).
 COLUMNS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+
+
+def minibatch_columns(replay: ReplayBuffer) -> tuple[str, ...]:
+    """``COLUMNS``, and ``next_action_mask`` where ``replay`` keeps the next observations' action masks."""
+    return (*COLUMNS, MASK_FIELD) if replay.next_action_mask is not None else COLUMNS
 # Rows a staging buffer holds: more new rows than this in one call go up in several copies.
 STAGING_ROWS = 1024
 
@@ -75,12 +82,13 @@ class ReplayStorage:
         """The columns of ``replay`` (views on the CPU; the device mirror brought up to date elsewhere)."""
         if replay is not self._replay:
             self._replay = replay
+            names = minibatch_columns(replay)
             if not self.mirror:
-                self._columns = {name: torch.from_numpy(getattr(replay, name)) for name in COLUMNS}
+                self._columns = {name: torch.from_numpy(getattr(replay, name)) for name in names}
             else:
                 self._columns = {name: torch.empty(getattr(replay, name).shape, device=self.device,
                                                    dtype=torch.from_numpy(getattr(replay, name)[:0]).dtype)
-                                 for name in COLUMNS}
+                                 for name in names}
                 self._staging = _Staging(self._columns, min(STAGING_ROWS, replay.capacity))
                 self._synced = (-1, 0)
         if self.mirror:

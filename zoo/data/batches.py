@@ -225,6 +225,11 @@ class Transitions:
     ``env`` (optional) is the sub-env index of each transition: the transitions of one sub-env follow each other
     in order, so n-step windows can be read back from a replay buffer (``ReplayBuffer.windows``).
 
+    ``next_action_mask`` (optional, where the env gives action masks: ``zoo.envs.masks``) is ``(N, width)`` bool,
+    the mask of ``next_obs``: the actions valid there, over which a Q-learning target takes its max. For an
+    episode that ended at this step it is the final observation's mask (the env gives it with the final step; the
+    new episode's comes with the autoreset step after it).
+
     Examples:
         >>> obs = np.zeros((2, 3), np.float32)  # N = 2 transitions, the second one ends its episode
         >>> batch = Transitions(obs=obs, action=np.zeros((2, 1), np.float32), reward=np.ones(2, np.float32),
@@ -240,18 +245,20 @@ class Transitions:
     terminated: np.ndarray
     truncated: np.ndarray
     env: np.ndarray | None = None
+    next_action_mask: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
 
     @staticmethod
     def concatenate(parts: list[Transitions]) -> Transitions:
-        """One ``Transitions`` holding ``parts`` in order (``env`` kept only when every part has it)."""
+        """One ``Transitions`` holding ``parts`` in order (``env`` and ``next_action_mask`` kept only when every
+        part has them)."""
         names = [f.name for f in fields(Transitions)
                  if all(getattr(part, f.name) is not None for part in parts)]
         return Transitions(**{name: np.concatenate([getattr(part, name) for part in parts]) for name in names})
 
     def as_tensors(self, device: torch.device | str = "cpu") -> dict[str, Any]:
-        """The fields as tensors on ``device`` (float32 rewards, bool flags); ``env`` left out."""
+        """The fields as tensors on ``device`` (float32 rewards, bool flags); ``env`` and absent fields left out."""
         return {f.name: torch.as_tensor(getattr(self, f.name), device=device) for f in fields(self)
-                if f.name != "env"}
+                if f.name != "env" and getattr(self, f.name) is not None}

@@ -14,7 +14,10 @@ sb3-contrib; else the info key where the first reset gives one; else no masks), 
 True: valid.
 
 ``ActionMasks`` wraps the vector env: after every reset and step ``infos[MASK_KEY]`` is ``(num_envs, width)``
-bool, each row the mask of that sub-env's current observation (after an autoreset step, the new episode's first).
+bool, each row the mask of that sub-env's current observation. With gymnasium's NEXT_STEP autoreset, the step that
+ends an episode returns its final observation with the final observation's mask (the sub-env resets only at the
+next step), and the autoreset step after it returns the new episode's first observation with that one's mask: so a
+replay's ``next_action_mask`` of a truncated transition is the mask of the final observation it bootstraps from.
 Each mask is checked: its shape, and at least one valid action (each component's, MultiDiscrete): an env that
 offers none stops the run with an error naming the env, the sub-env and the step, never a NaN later (but at an
 episode's final observation, from which no action is taken, a mask without a valid action, a full board, is given
@@ -91,6 +94,19 @@ def mask_width(action_space: gym.Space) -> int:
     if isinstance(action_space, gym.spaces.MultiDiscrete):
         return int(np.sum(action_space.nvec))
     return 0
+
+
+def random_valid_actions(space: gym.Space, masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniformly random action of ``space`` (a sub-env's Discrete or MultiDiscrete space) per row of ``masks``
+    ``(N, width)``, among the valid ones (each component's, MultiDiscrete), drawn with ``rng``: what random steps
+    take under masks (an unmasked draw would take invalid actions)."""
+    keys = np.where(masks, rng.random(masks.shape), -1.0)  # the largest key of the valid ones: uniform among them
+    if isinstance(space, gym.spaces.Discrete):
+        return (space.start + keys.argmax(-1)).astype(space.dtype)
+    nvec = np.asarray(space.nvec).reshape(-1)
+    parts = np.split(keys, np.cumsum(nvec)[:-1], axis=-1)
+    actions = np.asarray(space.start).reshape(-1) + np.stack([part.argmax(-1) for part in parts], -1)
+    return actions.astype(space.dtype).reshape(len(masks), *space.shape)
 
 
 def masks_of(infos: dict[str, Any], num_envs: int, width: int) -> np.ndarray | None:

@@ -22,7 +22,7 @@ from easydict import EasyDict
 
 from ..data import Rollout, Transitions
 from ..envs import EnvSpec, wrap_vector_env
-from ..envs.masks import ActionMasks, mask_width, masks_of
+from ..envs.masks import ActionMasks, mask_width, masks_of, random_valid_actions
 from ..envs.state import EnvNotCaptured, EnvNotRestored, restore, snapshot
 from ..envs.wrappers import EpisodeStats, NormalizeObservation, NormalizeReward
 from ..errors import ConfigError, first_line
@@ -216,33 +216,41 @@ class VectorCollector:
         ``policy=None`` takes uniformly random actions from the (seeded) action space, as before
         ``learning_starts``. The stored action is the policy's raw action (or the env action when it has none);
         ``next_obs`` of a transition that ended an episode is that episode's final observation; ``env`` is each
-        transition's sub-env index.
+        transition's sub-env index. Where the env gives action masks, the random actions and the policy's are
+        among the valid ones (the policy gets ``action_mask=``), and each transition keeps ``next_action_mask``,
+        the mask of its ``next_obs`` (the final observation's where the episode ended: ``zoo.envs.masks``).
         """
         self.start()
         if policy is not None:
-            self._check_masks(policy)  # no replay-based policy takes masks yet: refused, never ignored
-        obs, pending = self.obs, self.pending_reset
+            self._check_masks(policy)  # a policy that cannot take the env's masks: refused, never ignored
+        obs, pending, mask = self.obs, self.pending_reset, self.action_mask
         parts: list[Transitions] = []
         sub_envs = np.arange(self.num_envs, dtype=np.int32)
         for _ in range(steps):
             if policy is None:
-                env_action = self.venv.action_space.sample()
+                space = self.venv.action_space
+                env_action = space.sample() if mask is None else random_valid_actions(
+                    self.action_space, mask, space.np_random)
                 stored = np.asarray(env_action)
             else:
-                out = policy.collect(_float32(obs).to(policy.device))
+                tensor = _float32(obs).to(policy.device)
+                out = policy.collect(tensor) if mask is None else policy.collect(
+                    tensor, action_mask=torch.from_numpy(mask).to(policy.device))
                 env_action = out.action
                 stored = np.asarray(out.action) if out.raw_action is None else out.raw_action.cpu().numpy()
-            next_obs, reward, terminated, truncated, _ = self.venv.step(env_action)
+            next_obs, reward, terminated, truncated, infos = self.venv.step(env_action)
+            next_mask = None if mask is None else self._masks(infos)
             keep = ~pending
             obs_array, next_array = np.asarray(obs), np.asarray(next_obs)
             parts.append(Transitions(
                 obs=obs_array[keep], action=stored[keep], reward=np.asarray(reward, dtype=np.float32)[keep],
                 next_obs=next_array[keep], terminated=np.asarray(terminated)[keep],
                 truncated=np.asarray(truncated)[keep], env=sub_envs[keep],
+                next_action_mask=None if next_mask is None else next_mask[keep],
             ))
             pending = np.logical_or(terminated, truncated)
-            obs = next_obs
-        self.obs, self.pending_reset = obs, pending
+            obs, mask = next_obs, next_mask
+        self.obs, self.pending_reset, self.action_mask = obs, pending, mask
         return Transitions.concatenate(parts)
 
     # -- action masks ---------------------------------------------------------------------------------
@@ -260,7 +268,7 @@ class VectorCollector:
         if self.action_mask is not None and not getattr(policy, "takes_action_mask", False):
             raise ConfigError(f"env '{self.env_id}' gives action masks and {type(policy).__name__} cannot honour "
                               f"them (it would take invalid actions): set env.action_mask=none to ignore them, or "
-                              f"use a policy that takes masks (ppo, a2c, dppo, impala)")
+                              f"use a policy that takes masks (ppo, a2c, dppo, impala, dqn)")
 
     def pop_finished(self) -> list[tuple[float, int]]:
         """``(return, length)`` of the episodes finished since the last call (raw rewards), oldest first."""

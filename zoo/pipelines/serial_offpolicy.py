@@ -12,9 +12,11 @@ terminated and truncated apart; a truncated one carries its final observation an
 stored (``VectorCollector.transitions``); each row keeps its sub-env index, and when
 the envs restart fresh episodes mid-run (an inexact resume) the newest stored rows are marked truncated, so the
 n-step windows of ``ReplayBuffer.windows`` follow one episode only. The replay holds env actions, random and
-policy steps alike (``zoo.policies.off_policy``). Before each collection with the policy, a policy that has
-``set_progress`` (every ``OffPolicyPolicy``) gets the training progress (``learn_context(0)``: progress,
-iteration, env steps so far), so its exploration can follow a schedule. The replay buffer is saved with every
+policy steps alike (``zoo.policies.off_policy``). Where the env gives action masks (``env.action_mask``; DQN is
+the replay-based policy that takes them) the random steps and the policy's are among the valid actions, and the
+replay keeps each transition's next-observation mask for the target's max. Before each collection with the policy,
+a policy that has ``set_progress`` (every ``OffPolicyPolicy``) gets the training progress (``learn_context(0)``:
+progress, iteration, env steps so far), so its exploration can follow a schedule. The replay buffer is saved with every
 checkpoint in a file of its own, unless ``save_replay`` is off: a resumed run then refills an empty buffer.
 
 An iteration that a stop signal interrupts in an env call has already added transitions and learned from them:
@@ -35,6 +37,7 @@ import torch
 
 from ..config.schema import Field
 from ..data import ReplayBuffer
+from ..envs.masks import mask_width
 from ..sizes import check_memory
 from .vector_pipeline import VectorEnvPipeline
 
@@ -60,14 +63,17 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
 
     def check_sizes(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         size = self.cfg.pipeline.buffer_size
-        nbytes = ReplayBuffer.estimate_nbytes(size, observation_space.shape, tuple(action_space.shape or ()))
+        masks = mask_width(action_space) if self.cfg.env.get("action_mask", "none") != "none" else 0  # at most
+        nbytes = ReplayBuffer.estimate_nbytes(size, observation_space.shape, tuple(action_space.shape or ()),
+                                              mask_width=masks)
         check_memory(f"a replay buffer of {size:,} transitions", nbytes, "use a smaller pipeline.buffer_size")
 
     def build_buffers(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         pipe = self.cfg.pipeline
         self._undo: dict[str, Any] | None = None  # see iteration_mark
+        masks = mask_width(action_space) if self.collector.action_mask is not None else 0  # the env gives masks
         self.replay = ReplayBuffer(pipe.buffer_size, observation_space.shape, tuple(action_space.shape or ()),
-                                   action_dtype=np.asarray(action_space.sample()).dtype)
+                                   action_dtype=np.asarray(action_space.sample()).dtype, mask_width=masks)
         plan = getattr(self.policy, "plan_learning", None)  # an OffPolicyPolicy decides policy.compile with it
         if plan is not None:
             calls = max(pipe.max_env_steps - pipe.learning_starts, 0) // (pipe.train_freq * pipe.num_envs)
@@ -97,8 +103,8 @@ class SerialOffPolicyPipeline(VectorEnvPipeline):
             self.policy.load_state_dict(undo["policy"])
         replay = self.replay
         for rows, old in reversed(undo["overwritten"]):
-            for name, values in vars(old).items():
-                getattr(replay, name)[rows] = values
+            for name in replay.fields:
+                getattr(replay, name)[rows] = getattr(old, name)
         replay.position, replay.size = mark["replay"]
         replay.changed_in_place()
 

@@ -28,6 +28,16 @@ The loss is ``zoo.rl_utils.q_nstep_td_error`` with per-step flags: a window that
 bootstrap, one that ends in a truncation does, from that episode's final observation (the replay keeps both flags
 and that observation). With ``nstep = 1`` this is the one-step target of Mnih et al.
 
+Action masks (``env.action_mask``, ``zoo.envs.masks``; ``takes_action_mask``): where the env gives them, every
+choice is among the valid actions only. Acting: the greedy action is the argmax of the masked Q-values (an invalid
+action's set to ``MASKED_LOGIT``, ``zoo.rl_utils.mask_logits``); epsilon's random action is uniform among the
+valid ones; evaluation and ``Agent.predict(obs, action_mask=...)`` take the masked argmax; the random steps before
+``learning_starts`` are uniform among the valid actions too (``VectorCollector.transitions``). Learning: the replay
+keeps with each transition the mask of its next observation (of the observation an n-step window bootstraps from;
+for an ended episode, the final observation's), and the target's ``max_a'`` (double DQN: the online network's
+argmax, at which the target network is read) runs over the valid next actions only: an invalid action's value,
+never taken, is never bootstrapped from. Without masks nothing changes (no mask column, the same random draws).
+
 Actions: the replay holds env actions (``index + start`` for ``Discrete(n, start)``), those of the random steps
 before ``learning_starts`` and the policy's alike; ``learn`` subtracts ``start``. ``deterministic_action`` is the
 greedy action plus ``start`` (traceable, so ``zoo export`` works).
@@ -46,9 +56,9 @@ from torch import nn
 from ..config.schema import Field
 from ..data import ReplayBuffer
 from ..errors import ConfigError
-from ..rl_utils import q_nstep_td_data, q_nstep_td_error
+from ..rl_utils import mask_logits, q_nstep_td_data, q_nstep_td_error
 from ..sizes import check_parameter_memory
-from .base import ActingGraph, LearnContext
+from .base import ActingGraph, CollectOutput, LearnContext
 from .networks import ACTIVATIONS, build_encoder
 from .off_policy import COMPILE_FIELD, PRECISION_FIELD, OffPolicyPolicy, soft_update
 from .optim import FlatOptimizer
@@ -103,6 +113,7 @@ class DQNPolicy(OffPolicyPolicy):
     """
 
     compilable: ClassVar[bool] = True
+    takes_action_mask: ClassVar[bool] = True  # the argmax, exploration and the target's max among valid actions
     acting_parts: ClassVar[tuple[str, ...]] = ("q",)
     learning_parts: ClassVar[tuple[str, ...]] = ("target", "optimizer", "target_syncs")
     fields: ClassVar[dict[str, Field]] = {
@@ -183,16 +194,30 @@ class DQNPolicy(OffPolicyPolicy):
                               cfg.exploration_fraction)
 
     @torch.no_grad()
-    def explore(self, obs: torch.Tensor) -> np.ndarray:
-        """Epsilon-greedy env actions: uniformly random indices with probability epsilon, else the argmax."""
-        greedy = self.q(obs).argmax(-1)
-        random = torch.randint(self.n_actions, greedy.shape, device=greedy.device)
+    def explore(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> np.ndarray:
+        """Epsilon-greedy env actions: uniformly random indices with probability epsilon, else the argmax; among
+        the valid actions (both) where ``action_mask`` ``(B, n)`` is given."""
+        greedy = mask_logits(self.q(obs), action_mask).argmax(-1)
+        if action_mask is None:
+            random = torch.randint(self.n_actions, greedy.shape, device=greedy.device)
+        else:
+            random = torch.multinomial(action_mask.to(greedy.device, torch.float32), 1).squeeze(-1)
         explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon()
         return (torch.where(explore, random, greedy) + self.start).cpu().numpy()
 
-    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """The greedy env action ``argmax_a Q(obs, a) + start`` (traceable)."""
-        return self.q(obs).argmax(-1) + self.start
+    def collect(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> CollectOutput:
+        """``explore``'s env actions (among the valid ones where ``action_mask``), which the replay stores."""
+        return CollectOutput(self.explore(obs, action_mask))
+
+    @torch.no_grad()
+    def evaluate(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> np.ndarray:
+        """The greedy env actions (numpy), among the valid actions where ``action_mask`` ``(B, n)`` is given."""
+        return self.deterministic_action(obs, action_mask).cpu().numpy()
+
+    def deterministic_action(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The greedy env action ``argmax_a Q(obs, a) + start``, over the valid actions where ``action_mask`` is
+        given (traceable: ``zoo export`` takes the mask as an input)."""
+        return mask_logits(self.q(obs), action_mask).argmax(-1) + self.start
 
     def export_module(self) -> torch.nn.Module:
         """The online Q-network alone (the target does not act)."""
@@ -227,7 +252,8 @@ class DQNPolicy(OffPolicyPolicy):
         with torch.no_grad():
             next_target = self.target(batch["next_obs"])  # after each window's last transition
             online = self.q(batch["next_obs"]) if self.cfg.double_dqn else next_target
-            next_action = online.argmax(-1)
+            # the argmax among the actions valid at next_obs where the env gives masks (torch.where: no sync)
+            next_action = mask_logits(online, batch.get("next_action_mask")).argmax(-1)
         # A window ending in a termination does not bootstrap; one ending in a truncation does, from the final
         # observation; otherwise gamma**nstep from the observation after its n-th transition.
         data = q_nstep_td_data(q, next_target, action, next_action, batch["reward"], batch["terminated"], None)

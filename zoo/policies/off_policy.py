@@ -303,24 +303,13 @@ class OffPolicyPolicy(Policy):
         return self.gather(storage, drawn) if "rows" in drawn else drawn
 
     def sample_windows(self, replay: ReplayBuffer, steps: int) -> dict[str, torch.Tensor]:
-        """Like ``sample_minibatch`` (the same draw of start rows), for n-step targets: ``obs`` and ``action`` of
-        each start row ``(B, ...)``; ``reward``, ``terminated``, ``truncated`` per step of its sub-env's window
-        ``(steps, B)`` (0 and False after the window's end); ``next_obs`` the observation after the window's last
-        transition. A window ends at an episode end or after ``steps`` transitions; one cut short by the newest
-        row (or an unknown sub-env) is marked truncated at its last step, so it bootstraps from there."""
+        """Like ``sample_minibatch`` (the same draw of start rows), for n-step targets: ``replay.window_batch`` of
+        the drawn rows (windows of up to ``steps`` transitions of one sub-env's episode) as tensors on the device:
+        ``obs``, ``action`` ``(B, ...)``; ``reward``, ``terminated``, ``truncated`` ``(steps, B)``; ``next_obs``
+        (and ``next_action_mask``, where the replay keeps masks) after each window's last transition."""
         rows = torch.randint(len(replay), (self.cfg.batch_size,)).numpy()
-        window, valid = replay.windows(rows, steps)
-        length = valid.sum(0)
-        columns = np.arange(len(rows))
-        last = window[length - 1, columns]
-        terminated = valid & replay.terminated[window]
-        truncated = valid & replay.truncated[window]
-        cut = ~(terminated | truncated).any(0) & (length < steps)
-        truncated[length[cut] - 1, columns[cut]] = True
-        arrays = {"obs": replay.obs[rows], "action": replay.action[rows],
-                  "reward": np.where(valid, replay.reward[window], np.float32(0.0)), "terminated": terminated,
-                  "truncated": truncated, "next_obs": replay.next_obs[last]}
-        return {key: torch.as_tensor(value, device=self.device) for key, value in arrays.items()}
+        batch = replay.window_batch(rows, steps)
+        return {key: torch.as_tensor(value, device=self.device) for key, value in batch.items()}
 
     def cadences(self) -> dict[str, int]:
         """Named intervals, in updates, of the parts of ``update`` that do not run every update (e.g. ``{"actor":
@@ -411,6 +400,8 @@ class OffPolicyPolicy(Policy):
         - ``reward``: ``(B,)`` float32.
         - ``terminated``, ``truncated``: ``(B,)`` bool: use ``(~terminated).float()`` in arithmetic; a terminated
           step does not bootstrap, a truncated one does. (n-step ``sample_windows``: these and ``reward`` ``(n, B)``.)
+        - ``next_action_mask``: ``(B, width)`` bool, only where the env gives action masks (a policy that sets
+          ``takes_action_mask``): the actions valid at ``next_obs`` (``zoo.data.Transitions``).
         """
         raise NotImplementedError
 
