@@ -189,5 +189,7 @@ def test_a_trained_run_evaluates_and_predicts_among_the_valid_actions(tmp_path):
     assert agent.predict(batch, action_mask=np.eye(6, dtype=bool)[[2, 4, 1]]).tolist() == [2, 4, 1]
     with pytest.raises(ValueError, match=r"action_mask has shape \(5,\), expected \(1, 6\)"):
         agent.predict(obs, action_mask=np.ones(5, dtype=bool))
+    with pytest.raises(ValueError, match="action_mask row 1 has no valid action"):
+        agent.predict(batch, action_mask=np.eye(6, dtype=bool)[[2, 4, 1]] & np.array([[1], [0], [1]], dtype=bool))
     returns = evaluate_policy(agent.policy, EnvSpec("MaskedChoice-v0", {}, action_mask="auto"), 4, seed=0)
     assert min(returns) >= 0.0  # an invalid action would score -1 and end the episode

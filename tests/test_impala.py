@@ -290,7 +290,7 @@ def test_a_killed_actor_is_restarted_and_the_run_goes_on(tmp_path):
         assert rows[-1]["actor_restarts"] == 1.0
         with pool.lock:  # every slot is free, ready or held by a live actor: the dead one's came back
             held = [slot for actor in pool.actors for slot in actor.holding]
-            assert sorted([*pool.free, *(slot for slot, _ in pool.ready), *held]) == list(range(4))
+            assert sorted([*pool.free, *(entry[0] for entry in pool.ready), *held]) == list(range(4))
         assert pipeline.pool.actors[1].process.pid != victim.pid and pipeline.pool.actors[1].incarnation == 2
     finally:
         pipeline.close()

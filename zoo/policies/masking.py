@@ -39,6 +39,9 @@ def as_mask(mask: Any, rows: int, width: int, device: torch.device) -> torch.Ten
     if array.shape != (rows, width):
         raise ValueError(f"action_mask has shape {array.shape}, expected ({rows}, {width}) (or ({width},) for one "
                          f"observation): one bool per action, True where it is valid")
+    empty = np.flatnonzero(~array.astype(bool).any(axis=-1))
+    if len(empty):
+        raise ValueError(f"action_mask row {int(empty[0])} has no valid action: leave at least one True per row")
     return torch.as_tensor(array.astype(bool), device=device)
 
 

@@ -16,6 +16,12 @@ Seeds: an actor's env, torch and numpy seeds derive from the config's seed, its 
 often it was started), so a restarted actor, or a resumed run's, collects new episodes; a torchrun actor's
 incarnation is the learner's version when it connects (a resumed learner's is new).
 
+Lockstep (``pipeline.lockstep``, one machine): the actor collects ``batch_unrolls / num_actors`` unrolls per round,
+each round with the weights of the learner's newest version, then waits for the next version. With the last unroll
+of a round it sends its state (``actor_state``: its envs' episodes, their memory, its RNGs), which is its state at
+the start of its next round: the learner keeps it in its checkpoint, and a resumed run's actors start from it
+(``restore_actor``), so the run continues as an unbroken one would.
+
 Failures follow zoo's one-line protocol (``zoo.lifetime.failure_line``): an actor that raises tells the learner
 its error in one line and whether it is fatal, i.e. a ``ZooError`` (zoo's own diagnosis: a non-finite env output,
 a bad env kwarg), which a restart would meet again, so it is never restarted. An actor whose learner stopped or
@@ -27,6 +33,7 @@ from __future__ import annotations
 import math
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -75,8 +82,9 @@ class ActorChannel(Protocol):
     def weights(self, version: int) -> tuple[int, dict[str, torch.Tensor]] | None:
         """The newest ``(version, actor weights)``, or None while ``version`` is the newest."""
 
-    def deliver(self, unroll: Unroll, episodes: Episodes) -> bool:
-        """Hand ``unroll`` and its finished episodes to the learner; False: the learner says stop."""
+    def deliver(self, unroll: Unroll, episodes: Episodes, state: bytes | None = None) -> bool:
+        """Hand ``unroll`` and its finished episodes to the learner (with the actor's ``state`` after it, lockstep's
+        last unroll of a round); False: the learner says stop."""
 
     def fail(self, line: str, fatal: bool) -> None:
         """Tell the learner this actor failed (``line``: a ``failure_line``; ``fatal``: do not restart it)."""
@@ -93,9 +101,25 @@ def actor_collector(cfg: EasyDict, actor: int, incarnation: int) -> VectorCollec
     return VectorCollector(EnvSpec.from_config(cfg), pipe.num_envs, seed, vector_mode=pipe.vector_mode)
 
 
-def run_actor(cfg: EasyDict, actor: int, channel: ActorChannel) -> None:
+def actor_state(collector: VectorCollector) -> bytes:
+    """An actor's state between two rounds (lockstep): its collector's (the envs' episodes in progress, their
+    memory, the normalisers) and its torch and numpy RNGs, pickled."""
+    return pickle.dumps({"collector": collector.state_dict(), "torch": torch.get_rng_state(),
+                         "numpy": np.random.get_state()})
+
+
+def restore_actor(collector: VectorCollector, state: bytes) -> None:
+    """Continue from ``actor_state`` output (a checkpoint's: unpickled, only for run directories you trust)."""
+    saved = pickle.loads(state)
+    collector.load_state_dict(saved["collector"])
+    torch.set_rng_state(saved["torch"])
+    np.random.set_state(saved["numpy"])
+
+
+def run_actor(cfg: EasyDict, actor: int, channel: ActorChannel, state: bytes | None = None) -> None:
     """Actor ``actor``'s loop: collect unrolls with the newest weights and deliver them until the learner says
-    stop. A failure is reported through ``channel`` (unless the learner is gone) and raised again."""
+    stop (lockstep: rounds, each with the next version; ``state``: where a resumed lockstep actor continues). A
+    failure is reported through ``channel`` (unless the learner is gone) and raised again."""
     collector = None
     try:
         load_run_plugins(cfg)  # no-ops after fork and under torchrun; a spawned actor starts with empty registries
@@ -107,16 +131,26 @@ def run_actor(cfg: EasyDict, actor: int, channel: ActorChannel) -> None:
         np.random.seed(component_seed(cfg.seed, actor + 1, "numpy", incarnation))
         collector = actor_collector(cfg, actor, incarnation)
         policy = build_policy(cfg, collector.observation_space, collector.action_space, "cpu", acting_only=True)
+        if state is not None:
+            restore_actor(collector, state)
         channel.ready()
-        steps, version = cfg.pipeline.unroll_length, -1
+        pipe = cfg.pipeline
+        steps, version = pipe.unroll_length, -1
+        per_round = pipe.batch_unrolls // pipe.num_actors if pipe.get("lockstep") else 0
         while True:
             newest = channel.weights(version)
+            while per_round and newest is None:  # lockstep: each round with the next version
+                time.sleep(0.0005)
+                newest = channel.weights(version)
             if newest is not None:
                 version, weights = newest
                 policy.load_actor_state_dict(weights)
-            unroll = collector.rollout(policy, steps).to_unroll(version)
-            if not channel.deliver(unroll, collector.pop_finished()):
-                return
+            for unroll_in_round in range(max(per_round, 1)):
+                unroll = collector.rollout(policy, steps).to_unroll(version)
+                episodes = collector.pop_finished()
+                state_after = (actor_state(collector),) if per_round and unroll_in_round == per_round - 1 else ()
+                if not channel.deliver(unroll, episodes, *state_after):
+                    return
     except BaseException as error:
         if not channel.learner_gone(error):
             # what the user's env raised may pass (a crashed simulator): its actor is restarted like any other
@@ -146,14 +180,14 @@ class PipeChannel:
     def weights(self, version: int) -> tuple[int, dict[str, torch.Tensor]] | None:
         return None if self.board.version() == version else self.board.read()
 
-    def deliver(self, unroll: Unroll, episodes: Episodes) -> bool:
+    def deliver(self, unroll: Unroll, episodes: Episodes, state: bytes | None = None) -> bool:
         slot = self.conn.recv()
         if slot is None:
             return False
         self.slots.write(slot, unroll)
         env_steps = unroll.steps * int(unroll.reward.shape[1])
         self.steps_done[self.actor] += env_steps
-        self.conn.send(("unroll", slot, env_steps, episodes))
+        self.conn.send(("unroll", slot, env_steps, episodes, state))
         return True
 
     def fail(self, line: str, fatal: bool) -> None:
@@ -168,17 +202,17 @@ class PipeChannel:
 
 def actor_main(
     cfg_plain: dict[str, Any], actor: int, incarnation: int, slots: UnrollSlots, board: WeightBoard,
-    steps_done: torch.Tensor, conn: multiprocessing.connection.Connection,
+    steps_done: torch.Tensor, conn: multiprocessing.connection.Connection, state: bytes | None = None,
 ) -> None:
-    """An actor process (the target the ``LocalActorPool`` starts): ``run_actor`` over a ``PipeChannel``; exits
-    0 when the learner stops it, 1 after a failure it reported."""
+    """An actor process (the target the ``LocalActorPool`` starts): ``run_actor`` over a ``PipeChannel`` (from
+    ``state``, a lockstep checkpoint's); exits 0 when the learner stops it, 1 after a failure it reported."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     die_with_parent(signal.SIGKILL)  # nothing to save here; SIGKILL also ends an actor that is stopped (SIGSTOP)
     channel = PipeChannel(conn, slots, board, steps_done, actor, incarnation)
     try:
-        run_actor(EasyDict(cfg_plain), actor, channel)
+        run_actor(EasyDict(cfg_plain), actor, channel, state)
     except BaseException as error:
         if not channel.learner_gone(error):
             if debug():
@@ -240,7 +274,7 @@ class PacketChannel:
             return None
         return self.received, unflatten(self.reply[1:].to(torch.float32), self.names, self.shapes)
 
-    def deliver(self, unroll: Unroll, episodes: Episodes) -> bool:
+    def deliver(self, unroll: Unroll, episodes: Episodes, state: bytes | None = None) -> bool:
         received = self._exchange(UNROLL, unroll.policy_version, episodes=episodes, fields=unroll_fields(unroll))
         self.unrolls_sent += 1
         return received >= 0

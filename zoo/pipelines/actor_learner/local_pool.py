@@ -22,7 +22,10 @@ stops); a learner waiting for unrolls abandons the wait (``IterationAbandoned``)
 ignore SIGINT, are terminated by the learner on the way out, and die with it (``PR_SET_PDEATHSIG``) if it is killed.
 
 Checkpoints keep how often each actor was started (``incarnations``) and the restart count: resumed actors start
-fresh episodes with new seeds.
+fresh episodes with new seeds. Lockstep (``pipeline.lockstep``): ``take`` orders each batch by actor (each actor's
+unrolls in the order it collected them), and keeps the state each actor sent with its last unroll of the round
+taken (``actor_states``); checkpoints hold them, and resumed actors continue from them instead (an actor restarted
+after a failure starts fresh, with new seeds). An actor waiting for the next version is not stalled.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class _Actor:
         self.delivered = False
         self.started_at = self.assigned_at = 0.0  # time.monotonic() of its start and its latest slot, and of
         self.ready_at: float | None = None  # its "ready" message
+        self.round_done = False  # lockstep: it delivered its round and waits for the next version
 
 
 class LocalActorPool:
@@ -92,7 +96,11 @@ class LocalActorPool:
         self.steps_done = torch.zeros(pipe.num_actors, dtype=torch.int64).share_memory_()
         self.actors = [_Actor(i) for i in range(pipe.num_actors)]
         self.free: deque[int] = deque(range(slots.count))
-        self.ready: deque[tuple[int, Episodes]] = deque()
+        self.ready: deque[tuple[int, Episodes, int, bytes | None]] = deque()  # slot, episodes, actor, its state
+        self.lockstep = bool(pipe.get("lockstep"))
+        self.actor_states: list[bytes | None] = [None] * pipe.num_actors  # lockstep: at the next round's start
+        self._resume_states: list[bytes | None] = [None] * pipe.num_actors  # given to each actor's next start
+        self.published_at = 0.0  # time.monotonic() of the learner's latest version (lockstep actors wait for it)
         self.lock = threading.Condition()
         self.restarts = 0
         self._to_restart: list[_Actor] = []
@@ -106,8 +114,12 @@ class LocalActorPool:
         return [actor.incarnation for actor in self.actors]
 
     def state_dict(self) -> dict[str, Any]:
-        """The actors' part of a checkpoint: how often each was started, and the restarts so far."""
-        return {"incarnations": self.incarnations, "restarts": self.restarts}
+        """The actors' part of a checkpoint: how often each was started, the restarts so far, and (lockstep) each
+        actor's state at the start of its next round."""
+        state: dict[str, Any] = {"incarnations": self.incarnations, "restarts": self.restarts}
+        if self.lockstep:
+            state["actor_states"] = list(self.actor_states)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue a checkpoint's start counts (so resumed actors get new seeds) and restart total, before
@@ -118,6 +130,9 @@ class LocalActorPool:
         for actor, incarnation in zip(self.actors, incarnations, strict=True):
             actor.incarnation = incarnation
         self.restarts = int(state["restarts"])
+        if self.lockstep and state.get("actor_states") is not None:
+            self.actor_states = list(state["actor_states"])
+            self._resume_states = list(self.actor_states)
 
     def start(self) -> None:
         """Start every actor and the dispatcher thread."""
@@ -132,8 +147,10 @@ class LocalActorPool:
         ours, theirs = self.context.Pipe(duplex=True)
         process = self.context.Process(
             target=actor_main, name=f"zoo-actor-{actor.index}", daemon=True,
-            args=(self.cfg_plain, actor.index, actor.incarnation, self.slots, self.board, self.steps_done, theirs),
+            args=(self.cfg_plain, actor.index, actor.incarnation, self.slots, self.board, self.steps_done, theirs,
+                  self._resume_states[actor.index]),
         )
+        self._resume_states[actor.index] = None  # a restart after a failure starts fresh
         process.start()
         theirs.close()
         actor.process, actor.conn, actor.holding, actor.delivered = process, ours, [], False
@@ -185,19 +202,24 @@ class LocalActorPool:
 
     def _delivered(self, actor: _Actor, message: tuple[Any, ...]) -> None:
         # With the lock held: an actor's "unroll" message, its slot filled.
-        _, slot, _, episodes = message
+        _, slot, _, episodes, *rest = message
+        state = rest[0] if rest else None  # lockstep: the actor's state after its round's last unroll
         actor.holding.remove(slot)
         actor.delivered, actor.failures_in_a_row = True, 0
-        self.ready.append((slot, episodes))
+        self.ready.append((slot, episodes, actor.index, state))
+        actor.round_done = state is not None
         self.lock.notify_all()
 
     def _stalled(self, actor: _Actor) -> str | None:
         # With the lock held: why a live actor is stalled, or None. Only an actor holding a slot owes an unroll, and
         # its clock starts once it is ready too: neither start-up nor a slow learner (no free slot) counts.
         now, why = time.monotonic(), None
+        if actor.round_done:  # lockstep: waiting for the learner's next version owes nothing
+            return None
         if actor.ready_at is None and now - actor.started_at > self.start_up_s:
             why = f"not ready {self.start_up_s:g} s after its start"
-        elif actor.ready_at and actor.holding and now - max(actor.ready_at, actor.assigned_at) > self.timeout_s:
+        elif actor.ready_at and actor.holding and now - max(actor.ready_at, actor.assigned_at,
+                                                             self.published_at) > self.timeout_s:
             why = f"no unroll for {self.timeout_s:g} s"
         if why is None:
             return None
@@ -266,7 +288,19 @@ class LocalActorPool:
             if self.error is not None:
                 raise ActorError(self.error)
             taken = [self.ready.popleft() for _ in range(count)]
-        return [slot for slot, _ in taken], [episodes for _, episodes in taken], time.perf_counter() - start
+        if self.lockstep:  # by actor, each one's in the order collected: the same batch whatever the arrival order
+            taken.sort(key=lambda entry: entry[2])
+            for _, _, index, state in taken:
+                if state is not None:
+                    self.actor_states[index] = state
+        return [entry[0] for entry in taken], [entry[1] for entry in taken], time.perf_counter() - start
+
+    def published(self) -> None:
+        """The learner published a new version: lockstep actors waiting for it owe their next round from now."""
+        with self.lock:
+            self.published_at = time.monotonic()
+            for actor in self.actors:
+                actor.round_done = False
 
     def queue_depth(self) -> int:
         """Filled slots waiting for the learner."""

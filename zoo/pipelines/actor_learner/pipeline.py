@@ -59,6 +59,11 @@ class ParallelAsyncPipeline(TrainingLoop):
         "actor_timeout_s": Field(10.0, "an actor silent this long is stalled: killed, as if crashed (torchrun: the "
                                  "learner too)", range=(2.0, None)),
         "vector_mode": Field("auto", "vector env mode of each actor", choices=VECTOR_MODES),
+        "lockstep": Field(False, "reproducible runs on one machine: every update learns from batch_unrolls / "
+                          "num_actors unrolls of each actor, collected with the previous update's weights, in actor "
+                          "order; the same seed writes the same rows, and --resume continues exactly (the actors' "
+                          "episodes, memory and RNGs in the checkpoint); actors wait while the learner learns",
+                          frozen=True),
         "eval_every": TrainingLoop.fields["eval_every"].but(100, "evaluate every N learner updates (0: never)"),
         "checkpoint_every": TrainingLoop.fields["checkpoint_every"].but(500, "checkpoint every N learner updates"),
     }
@@ -95,6 +100,12 @@ class ParallelAsyncPipeline(TrainingLoop):
         cfg, pipe = self.cfg, self.cfg.pipeline
         if self.world_size == 1:  # under torchrun the actors run on other machines, and are running already
             check_processes("IMPALA actors", pipe.num_actors, "lower pipeline.num_actors")
+        if pipe.lockstep and self.world_size > 1:
+            raise ConfigError("pipeline.lockstep runs on one machine: its actors' states travel with their unrolls "
+                              "over local pipes; set pipeline.lockstep=false under torchrun")
+        if pipe.lockstep and pipe.batch_unrolls % pipe.num_actors:
+            raise ConfigError(f"pipeline.lockstep: pipeline.batch_unrolls ({pipe.batch_unrolls}) must be a multiple "
+                              f"of pipeline.num_actors ({pipe.num_actors}), each actor's share of every update")
         if pipe.queue_size < pipe.batch_unrolls:
             raise ConfigError(
                 f"pipeline.queue_size ({pipe.queue_size}) is smaller than pipeline.batch_unrolls "
@@ -153,6 +164,8 @@ class ParallelAsyncPipeline(TrainingLoop):
         metrics = self.policy.learn(batch, self.learn_context())
         self.version += 1
         self.board.publish(self.policy.actor_state_dict(), self.version)
+        if pipe.lockstep:
+            self.pool.published()
         lags = [self.version - 1 - v for v in versions]
         self._learner_seconds += time.perf_counter() - begin
         self._wait_seconds += waited
