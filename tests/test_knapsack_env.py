@@ -1,10 +1,12 @@
 """MaskedKnapsack-v0 (zoo.envs.knapsack), the task where masks matter: its masks are exactly the actions that do not
 end the episode with the invalid reward (checked by stepping a copy with every action), an invalid action does what
-the docstring says, seeding reproduces episodes, and a masked PPO takes no invalid action where an unmasked one does."""
+the docstring says, seeding reproduces episodes, a masked PPO takes no invalid action where an unmasked one does, and
+(slow) at 100k env steps the masked PPO of configs/ppo_masked_knapsack.py scores about one more than the unmasked."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,3 +100,17 @@ def test_a_masked_ppo_takes_no_invalid_item_and_an_unmasked_one_does():
         counts[source] = sum(collector.venv.unwrapped.get_attr("invalid_actions"))
         collector.close()
     assert counts["auto"] == 0 and counts["none"] > 100  # an untrained policy picks a taken or heavy item often
+
+
+@pytest.mark.slow  # learning: two 100k runs, about 15 s
+def test_masks_are_worth_a_return_of_about_one_at_100k(tmp_path):
+    # Seeds 0-3 at 100k (training mean of the last 100 episodes): 4.38-4.86 masked, 3.52-3.75 unmasked.
+    from zoo.run import train
+
+    config = Path(__file__).resolve().parent.parent / "configs" / "ppo_masked_knapsack.py"
+    means = {}
+    for source in ("auto", "none"):
+        summary = train(config, [f"runs_dir={tmp_path}", "seed=0", "torch_threads=1", f"env.action_mask={source}",
+                                 "pipeline.max_env_steps=100000", "pipeline.eval_every=0"])
+        means[source] = summary["episode_return_mean"]
+    assert means["auto"] >= 4.3 and means["none"] <= 4.0, means
