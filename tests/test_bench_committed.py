@@ -1,6 +1,6 @@
 """The committed benchmark table is data, not prose: docs/benchmarks.md is exactly what
-``zoo bench classic hl_gauss ace mujoco memory --report docs/benchmarks.md --results benchmarks/results`` writes from
-the committed results (benchmarks/results/<entry>/seed_<k>/), on a clone with no run directory at all.
+``zoo bench classic hl_gauss ace mujoco memory masks --report docs/benchmarks.md --results benchmarks/results`` writes
+from the committed results (benchmarks/results/<entry>/seed_<k>/), on a clone with no run directory at all.
 
 Fails when someone edits the table by hand, commits results without regenerating it, changes a suite's config
 under its committed runs (the report refuses a run of another config), or changes how the report reads them.
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 TABLE = REPO / "docs" / "benchmarks.md"
 # The suites in the order of the command that wrote the committed table (its header names it).
-REPORTED = ["classic", "hl_gauss", "ace", "mujoco", "memory"]
+REPORTED = ["classic", "hl_gauss", "ace", "mujoco", "memory", "masks"]
 COMMAND = f"zoo bench {' '.join(REPORTED)} --report docs/benchmarks.md --results benchmarks/results"
 
 

@@ -24,7 +24,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add ``bench`` to ``zoo``'s sub-commands; the parser added."""
     benching = commands.add_parser("bench", help="run benchmark suites (every entry x seed, resumable)")
     benching.add_argument("suites", nargs="*", metavar="SUITE",
-                          help="classic, mujoco, ace, memory, hl_gauss, or a plugin's (zoo bench --list)")
+                          help="classic, mujoco, ace, memory, hl_gauss, masks, or a plugin's (zoo bench --list)")
     benching.add_argument("--list", action="store_true",
                           help="list every suite (or the SUITEs given) with its source (built-in or the plugin's "
                                "name) and entries, and train nothing")

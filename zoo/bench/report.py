@@ -52,7 +52,8 @@ from .suites import Entry, suite_entries
 LATE_EVALS = 5  # the periodic evaluations (eval_return_mean rows) whose mean is a comparison's second measure
 COMPARISONS = (("ace", "sac_ace_hopper", "sac_hopper"), ("ace", "sac_ace_halfcheetah", "sac_halfcheetah"),
                ("ace", "sac_ace_halfcheetah", "sac_ace_noreset_halfcheetah"),
-               ("hl_gauss", "sac_hl_gauss_pendulum", "sac_pendulum"))
+               ("hl_gauss", "sac_hl_gauss_pendulum", "sac_pendulum"),
+               ("masks", "ppo_masked_knapsack", "ppo_unmasked_knapsack"))
 
 
 def _whole(path: Path, kept: bool) -> str | None:

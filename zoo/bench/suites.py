@@ -21,6 +21,8 @@ training (the runner's ``final_eval.json``). Suites:
 - ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
   steps (the sac_pendulum config, whose runs are classic's ``sac_pendulum`` entry; HL-Gauss support [-1700, 0], the
   range of Pendulum's discounted returns).
+- ``masks``: PPO with action masks against the same PPO without them on MaskedKnapsack-v0 (zoo.envs.knapsack, where
+  an invalid item ends the episode) at a fixed 200k (configs/ppo_masked_knapsack.py; ``env.action_mask=none``).
 
 ``est_minutes`` is one seed's wall time here (measured, or estimated from the configs' docstrings) for the
 runner's ETA before a run of the entry has finished.
@@ -127,6 +129,8 @@ _ACE_NO_RESET = Entry("sac_ace_noreset_halfcheetah", "sac_ace_halfcheetah.py",
 
 # The memory suite's budget: rl-baselines3-zoo trains its RecurrentPPO for 100k steps; twice that, fixed.
 _NOVEL = (*_FIXED_BUDGET, *_EVAL, "pipeline.max_env_steps=200000", "pipeline.eval_every=100")
+# The masks suite: the config's own 200k; the unmasked arm differs only in env.action_mask.
+_KNAPSACK = (*_EVAL, "pipeline.eval_every=20")
 # popgym's RepeatFirstEasy at a fixed 200k (its episodes end with the deck: no stop_return in the config).
 _REPEAT = (*_EVAL, "pipeline.max_env_steps=200000", "pipeline.eval_every=100")
 
@@ -178,6 +182,10 @@ BUILTIN_SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("sac_hl_gauss_pendulum", "sac_pendulum.py",
               ("policy.critic_loss=hl_gauss", "policy.hl_gauss_min=-1700.0", "policy.hl_gauss_max=0.0", *_EVAL,
                "pipeline.eval_every=5"), 2.0),
+    ),
+    "masks": (  # the same PPO with and without the env's action masks (docs/action-masks.md)
+        Entry("ppo_masked_knapsack", "ppo_masked_knapsack.py", _KNAPSACK, 0.6),
+        Entry("ppo_unmasked_knapsack", "ppo_masked_knapsack.py", ("env.action_mask=none", *_KNAPSACK), 0.5),
     ),
 }
 

@@ -7,6 +7,8 @@ probability ``p_valid`` anew at every step, so a policy must read the mask (in t
 masked policy never loses an episode to an invalid action. ``masks`` says how the env gives them: ``both`` (an
 ``action_masks()`` method and ``info["action_mask"]``), ``method``, ``info`` or ``none``. ``invalid_actions``
 counts the invalid actions taken since the env was made (also in every step's info), for tests.
+
+``MASKED_ENVS`` registers it and ``MaskedKnapsack-v0`` (zoo.envs.knapsack: a task where masks matter).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from .knapsack import MaskedKnapsack
 
 __all__ = ["MASKED_ENVS", "MaskedChoice"]
 
@@ -85,4 +89,9 @@ def make_masked_choice(**kwargs: Any) -> gym.Env:
     return MaskedChoice(**kwargs)
 
 
-MASKED_ENVS = {"MaskedChoice-v0": make_masked_choice}
+def make_masked_knapsack(**kwargs: Any) -> gym.Env:
+    """``MaskedKnapsack(**kwargs)`` (the registered factory)."""
+    return MaskedKnapsack(**kwargs)
+
+
+MASKED_ENVS = {"MaskedChoice-v0": make_masked_choice, "MaskedKnapsack-v0": make_masked_knapsack}

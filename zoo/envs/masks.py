@@ -135,6 +135,8 @@ class ActionMasks(gym.vector.VectorWrapper):
                               f"Discrete and MultiDiscrete actions; set env.action_mask=none")
         self.source, self.env_id = source, env_id
         self.nvec = np.asarray(space.nvec).reshape(-1) if isinstance(space, gym.spaces.MultiDiscrete) else None
+        # Where each component's mask starts in a row (one component for Discrete).
+        self.starts = np.zeros(1, dtype=np.int64) if self.nvec is None else np.cumsum([0, *self.nvec[:-1]])
         self.steps = np.zeros(env.num_envs, dtype=np.int64)  # each sub-env's step in its episode, for messages
         self._ended = np.zeros(env.num_envs, dtype=bool)  # which sub-envs ended at the last step (autoreset next)
         self.active: str | None = None  # the source in use, decided at the first reset (auto)
@@ -175,8 +177,22 @@ class ActionMasks(gym.vector.VectorWrapper):
                 missing = 0 if raw is None else int(np.flatnonzero(~np.asarray(infos["_action_mask"]))[0])
                 raise EnvError(f"env '{self.env_id}' gave no info['action_mask'] for sub-env {missing} at step "
                                f"{int(self.steps[missing])} of its episode: give one with every reset and step")
-        masks = np.stack([self._checked(np.asarray(row), env) for env, row in enumerate(raw)])
-        return {**infos, MASK_KEY: masks}
+        return {**infos, MASK_KEY: self._all_checked(raw)}
+
+    def _all_checked(self, raw: Any) -> np.ndarray:
+        """The ``(num_envs, width)`` bool masks of ``raw`` (one per sub-env, copied), checked in one pass of numpy;
+        where that finds a fault, ``_checked`` of each in turn names the first sub-env at fault (no message is
+        formatted at a step without one)."""
+        try:
+            masks = np.array(raw)
+        except ValueError:  # rows of different lengths
+            masks = None
+        if masks is not None and masks.shape == (self.num_envs, self.width) and masks.dtype != object:
+            if masks.dtype != bool and np.isin(masks, (0, 1)).all():
+                masks = masks.astype(bool)
+            if masks.dtype == bool and np.logical_or.reduceat(masks, self.starts, axis=1).all():
+                return masks  # every sub-env has a valid action (in each component)
+        return np.stack([self._checked(np.asarray(row), env) for env, row in enumerate(raw)])
 
     def _checked(self, mask: np.ndarray, env: int) -> np.ndarray:
         where = f"env '{self.env_id}' (sub-env {env}, step {int(self.steps[env])} of its episode)"
