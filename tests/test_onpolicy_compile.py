@@ -329,3 +329,22 @@ def test_a_failed_compile_under_auto_trains_eager_and_its_record_says_so(compile
     with pytest.raises(ConfigError, match="^policy.compile=on: compiling PPOPolicy's learning step failed"):
         on = policy_of(PPOPolicy, BOX, "on", samples=64, minibatch_size=16)
         on.learn(rollout_of(reference, 32, 2, (), seed=0), LearnContext())
+
+
+def test_a_run_auto_keeps_eager_never_imports_the_compiler():
+    """auto's own rule (planned updates, a measured learner, no encoder) is decided before the compiler is looked
+    at: a short run does not pay torch._dynamo's import (about 1 s of a process's start-up here)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from zoo.accel.onpolicy import resolve_onpolicy_compile\n"
+            "from zoo.accel.compiled import resolve_compile\n"
+            "import zoo.run\n"
+            "cpu = torch.device('cpu')\n"
+            "assert resolve_onpolicy_compile('auto', True, 10, 1000, False, cpu, 'P')[0] is False\n"
+            "assert resolve_onpolicy_compile('auto', True, 10**6, None, False, cpu, 'A')[0] is False\n"
+            "assert resolve_compile('auto', True, 10, cpu, 'S')[0] is False\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr

@@ -80,6 +80,9 @@ def resolve_compile(requested: str, compilable: bool, planned_updates: int | Non
     problem = None if compilable else f"{what}'s update is not compile-ready (its class sets compilable = False)"
     if problem is None and device.type not in ("cpu", "cuda"):
         problem = f"the learning step compiles for cpu and cuda devices, not {device.type}"
+    few = requested == "auto" and planned_updates is not None and planned_updates < AUTO_MIN_UPDATES
+    if problem is None and few:  # known without the compiler, which a run kept eager never imports
+        return False, f"auto: {planned_updates:,} planned updates, fewer than {AUTO_MIN_UPDATES:,}"
     fault = False  # a problem of this machine (no compiler, an unusable cache), not of the policy or the device
     if problem is None:
         problem = compiler_status() or cache_problem()
@@ -90,8 +93,6 @@ def resolve_compile(requested: str, compilable: bool, planned_updates: int | Non
         if fault:  # auto is a speed choice: it never stops a run that eager can train
             log.warning(f"policy.compile=auto, but {problem}: training eager")
         return False, problem
-    if requested == "auto" and planned_updates is not None and planned_updates < AUTO_MIN_UPDATES:
-        return False, f"auto: {planned_updates:,} planned updates, fewer than {AUTO_MIN_UPDATES:,}"
     return True, "policy.compile=on" if requested == "on" else "auto"
 
 

@@ -30,20 +30,20 @@ ONPOLICY_COMPILE_FIELD: Field = COMPILE_FIELD.but(
 def resolve_onpolicy_compile(requested: str, compilable: bool, planned_updates: int | None,
                              auto_min_updates: int | None, has_encoder: bool, device: torch.device,
                              what: str) -> tuple[bool, str]:
-    """Whether to compile ``what``'s update for ``policy.compile = requested``, and why: ``resolve_compile`` (which
-    refuses ``on`` where it cannot work), then ``auto``'s own rule for the on-policy learners -- at least
-    ``auto_min_updates`` planned updates (None: never under ``auto``) and no observation encoder."""
-    compile_step, reason = resolve_compile(requested, compilable, None, device, what)
-    if not compile_step or requested != "auto":
-        return compile_step, reason
-    if auto_min_updates is None:
-        return False, f"auto: {what}'s compiled step did not make whole runs faster (docs/speed.md)"
-    if has_encoder:
-        return False, "auto: measured for MLP models only (set policy.compile=on to compile an encoder's step)"
-    if planned_updates is None or planned_updates < auto_min_updates:
-        planned = "unknown" if planned_updates is None else f"{planned_updates:,}"
-        return False, f"auto: {planned} planned updates, fewer than {auto_min_updates:,}"
-    return True, "auto"
+    """Whether to compile ``what``'s update for ``policy.compile = requested``, and why: ``auto``'s own rule for the
+    on-policy learners -- at least ``auto_min_updates`` planned updates (None: never under ``auto``) and no
+    observation encoder -- then ``resolve_compile`` (which refuses ``on`` where it cannot work)."""
+    if requested == "auto" and compilable and device.type in ("cpu", "cuda"):
+        # auto's own rule first: a run it keeps eager never imports the compiler (torch._dynamo: about 1 s of a
+        # process's start-up here)
+        if auto_min_updates is None:
+            return False, f"auto: {what}'s compiled step did not make whole runs faster (docs/speed.md)"
+        if has_encoder:
+            return False, "auto: measured for MLP models only (set policy.compile=on to compile an encoder's step)"
+        if planned_updates is None or planned_updates < auto_min_updates:
+            planned = "unknown" if planned_updates is None else f"{planned_updates:,}"
+            return False, f"auto: {planned} planned updates, fewer than {auto_min_updates:,}"
+    return resolve_compile(requested, compilable, None, device, what)
 
 
 def pad_rows(column: torch.Tensor, rows: int | None) -> torch.Tensor:
