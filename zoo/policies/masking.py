@@ -2,9 +2,9 @@
 
 An env that provides masks (``env.action_mask``, ``zoo.envs.masks``) gives, with every observation, a bool mask of
 its actions: ``(width,)`` with ``width = n`` for ``Discrete(n)`` and ``sum(nvec)`` for MultiDiscrete (the
-components' masks side by side). A policy that honours masks (``takes_action_mask = True``: the actor-critic family
-but IMPALA, so far, and DQN, which masks its Q-values with the same ``mask_logits``: ``zoo.policies.dqn``) applies
-them to its logits before anything reads them:
+components' masks side by side). A policy that honours masks (``takes_action_mask = True``: the actor-critic family,
+IMPALA included, whose learner masks its V-trace target alike, and DQN, which masks its Q-values with the same
+``mask_logits``: ``zoo.policies.dqn``) applies them to its logits before anything reads them:
 
 - acting (collection, evaluation, ``Agent.predict``): sampling and the argmax see masked logits, so an invalid action
   has probability 0 (the masked logit is ``MASKED_LOGIT``: its softmax weight underflows to exactly 0 in float32);
