@@ -1,6 +1,6 @@
 """IMPALA in lockstep (``pipeline.lockstep``): the same seed writes the same rows, and a run killed with SIGKILL and
-resumed writes the unbroken run's rows, memory included (the actors' episodes, memory and RNGs travel in the
-checkpoint); the config checks of the mode."""
+resumed writes the unbroken run's rows, with memory and with action masks (the actors' episodes, memory, current
+masks and RNGs travel in the checkpoint); the config checks of the mode."""
 
 from __future__ import annotations
 
@@ -41,10 +41,16 @@ def test_the_same_seed_writes_the_same_rows(tmp_path, recurrent):
     assert {row["policy_lag_max"] for row in rows[0] if "policy_lag_max" in row} == {0.0}
 
 
-def test_a_killed_recurrent_run_resumes_to_the_unbroken_runs_rows(tmp_path):
-    unbroken = _run(tmp_path / "a")
+MASKED = {"env": {"id": "MaskedChoice-v0", "action_mask": "auto", "kwargs": {"length": 12}},
+          "policy": {**RUN["policy"], "recurrent": "none"}}
+
+
+@pytest.mark.parametrize("changes", [{}, MASKED], ids=["lstm", "masked"])
+def test_a_killed_run_resumes_to_the_unbroken_runs_rows(tmp_path, changes):
+    run = {**RUN, **changes}
+    unbroken = Path(train({**run, "runs_dir": str(tmp_path / "a")})["run_dir"])
     config = tmp_path / "b.py"
-    config.write_text(f"config = {({**RUN, 'runs_dir': str(tmp_path / 'b')})!r}\n")
+    config.write_text(f"config = {({**run, 'runs_dir': str(tmp_path / 'b')})!r}\n")
     _killed(tmp_path, "after:checkpoint.pt", 2, "run", "--config", str(config), "-q")  # episodes and memory held
     assert main(["run", "--resume", str(tmp_path / "b" / "m"), "-q"]) == 0
     assert metrics_rows(tmp_path / "b" / "m", UNTIMED) == metrics_rows(unbroken, UNTIMED)
