@@ -11,6 +11,8 @@ import importlib.util
 import json
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,20 @@ def load_tool(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@contextmanager
+def registered_envs(**factories: Any) -> Iterator[None]:
+    """Each ``name=factory`` in zoo's env registry while the block runs (a fixture's ``with``), removed after."""
+    from zoo.registry import ENV_REGISTRY
+
+    for name, factory in factories.items():
+        ENV_REGISTRY.register(name, factory)
+    try:
+        yield
+    finally:
+        for name in factories:
+            ENV_REGISTRY.unregister(name)
 
 
 def metrics_rows(run: Path, without: tuple[str, ...] = ()) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import new_policy
+from helpers import new_policy, registered_envs
 
 from zoo.envs import EnvSpec
 from zoo.envs.masked import MaskedChoice
@@ -40,14 +40,8 @@ class Broken(MaskedChoice):
 
 @pytest.fixture
 def registered():
-    from zoo.registry import ENV_REGISTRY
-
-    names = {"Disagreeing-v0": Disagreeing, "BrokenMasks-v0": Broken}
-    for name, cls in names.items():
-        ENV_REGISTRY.register(name, cls)
-    yield
-    for name in names:
-        ENV_REGISTRY.unregister(name)
+    with registered_envs(**{"Disagreeing-v0": Disagreeing, "BrokenMasks-v0": Broken}):
+        yield
 
 
 def _venv(env_id="MaskedChoice-v0", source="auto", num=3, **kwargs):

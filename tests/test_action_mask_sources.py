@@ -9,7 +9,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import new_policy
+from helpers import new_policy, registered_envs
 
 from zoo.envs import EnvSpec
 from zoo.envs.masked import MaskedChoice
@@ -53,14 +53,8 @@ class FullBoard(MaskedChoice):
 
 @pytest.fixture
 def registered():
-    from zoo.registry import ENV_REGISTRY
-
-    names = {"DictChoice-v0": DictChoice, "FullBoard-v0": FullBoard}
-    for name, cls in names.items():
-        ENV_REGISTRY.register(name, cls)
-    yield
-    for name in names:
-        ENV_REGISTRY.unregister(name)
+    with registered_envs(**{"DictChoice-v0": DictChoice, "FullBoard-v0": FullBoard}):
+        yield
 
 
 def test_a_dict_observation_key_is_the_mask_and_the_policy_sees_the_rest(registered):

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import metrics_rows, new_policy
+from helpers import metrics_rows, new_policy, registered_envs
 
 import zoo.policies.impala as impala_module
 from zoo.config.resolve import resolve_config
@@ -124,11 +124,8 @@ class Costly(MaskedChoice):
 
 @pytest.fixture
 def costly():
-    from zoo.registry import ENV_REGISTRY
-
-    ENV_REGISTRY.register("CostlyChoice-v0", Costly)
-    yield
-    ENV_REGISTRY.unregister("CostlyChoice-v0")
+    with registered_envs(**{"CostlyChoice-v0": Costly}):
+        yield
 
 
 @pytest.mark.parametrize("recurrent", ["none", "gru"])

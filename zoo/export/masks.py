@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..envs import EnvSpec
-from ..envs.masks import mask_width, masks_of
+from ..envs.masks import mask_width, masks_of, random_valid_actions
 
 
 def takes_masks(spec: EnvSpec, policy: Any) -> bool:
@@ -52,8 +52,7 @@ def sample_with_masks(spec: EnvSpec, count: int, seed: int,
             if not ended:
                 observations.append(obs[0])
                 masks.append(mask[0])
-            action = _valid_action(space, mask[0], rng)
-            obs, _, terminated, truncated, infos = venv.step(action[None])
+            obs, _, terminated, truncated, infos = venv.step(random_valid_actions(space, mask, rng))
             mask = masks_of(infos, 1, width)
             ended = bool(terminated[0] or truncated[0])
     finally:
@@ -69,14 +68,6 @@ def _components(space: gym.Space) -> tuple[np.ndarray, np.ndarray]:
         return np.array([int(space.n)]), np.array([int(space.start)])
     nvec = np.asarray(space.nvec).reshape(-1)
     return nvec, np.broadcast_to(np.asarray(space.start), space.shape).reshape(-1)
-
-
-def _valid_action(space: gym.Space, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random env action among the valid ones of ``mask`` (each component's, MultiDiscrete)."""
-    nvec, start = _components(space)
-    parts = np.split(mask, np.cumsum(nvec)[:-1])
-    chosen = np.array([rng.choice(np.flatnonzero(part)) for part in parts]) + start
-    return chosen[0] if isinstance(space, gym.spaces.Discrete) else chosen.reshape(space.shape)
 
 
 def check_masks(masks: np.ndarray, space: gym.Space, seed: int) -> np.ndarray:
