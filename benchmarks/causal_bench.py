@@ -1,7 +1,7 @@
 """Speed of zoo's DirectLiNGAM (pwling) against lingam 1.13's DirectLiNGAM(measure='pwling'), measured in one run.
 
 Usage:
-    python benchmarks/causal_bench.py [--lingam-python /tmp/lingam-venv/bin/python] [--repeats 5]
+    python benchmarks/causal_bench.py [--lingam-python <venv with lingam>/bin/python] [--repeats 5]
 
 One 10000 x 24 linear non-Gaussian dataset (uniform noise, random DAG, shuffled columns) is fitted end to end
 (causal order and adjacency) with one BLAS thread. lingam is timed in the interpreter given by --lingam-python

@@ -35,11 +35,12 @@ LINK = re.compile(r"""<(?:a|img|link)\b[^>]*?\b(?:href|src)\s*=\s*["']([^"']*)["
 ARTICLE = re.compile(r"<article\b.*?</article>", re.DOTALL | re.IGNORECASE)
 
 
-def machine_paths(site: Path) -> list[str]:
-    """``'FILE: path'`` for every machine path in the built site's pages and data files (theme assets left out)."""
+def machine_paths(site: Path, suffixes: set[str] = SCANNED_SUFFIXES) -> list[str]:
+    """``'FILE: path'`` for every machine path in the built site's pages and data files (theme assets left out), or
+    in the files of ``suffixes`` below another folder."""
     found = []
     for path in sorted(site.rglob("*")):
-        if path.suffix not in SCANNED_SUFFIXES or not path.is_file() or "assets" in path.relative_to(site).parts:
+        if path.suffix not in suffixes or not path.is_file() or "assets" in path.relative_to(site).parts:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         found += [f"{path.relative_to(site)}: {match.group(0)}" for match in MACHINE_PATH.finditer(text)]
@@ -146,3 +147,9 @@ def test_built_site_has_no_machine_path_and_its_changelog_links_resolve(tmp_path
     if len(LINK.findall(content)) < 10:  # the snippet include itself failing would leave nothing to check
         problems.append("the changelog page holds fewer than 10 links: is CHANGELOG.md still included?")
     assert not problems, "\n\n".join(problems)
+
+
+def test_the_committed_benchmark_records_hold_no_machine_path():
+    """benchmarks/ (kept results, device and speed records, scripts) is committed as it is: no runs folder, home or
+    temporary path of the machine that wrote it (zoo.bench.results.portable keeps results so)."""
+    assert machine_paths(ROOT / "benchmarks", {".json", ".txt", ".yaml", ".md", ".py", ".csv"}) == []

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from zoo.bench import report, runner, runs
-from zoo.bench.results import compressed, finished_kept, keep, kept_state
+from zoo.bench.results import compressed, finished_kept, is_kept, keep, kept_state
 from zoo.bench.suites import Entry
 from zoo.cli import main
 from zoo.config import dump_config
@@ -347,6 +347,26 @@ def test_a_seed_is_kept_whole_or_not_at_all(tmp_path, configs, monkeypatch):
     keep(run, destination)
     assert json.loads((destination / "final_eval.json").read_text())["returns"] == [5.0] * 10
     assert sorted(p.name for p in destination.parent.iterdir()) == ["seed_0"]
+
+
+def test_kept_files_hold_no_machine_paths_and_still_match_their_run(tmp_path, configs):
+    """keep writes config.yaml's runs_dir as ``runs`` and the home folder as ``~`` (environment.json's cache
+    folders), so results commit without this machine's paths; the kept seed is still the run's (``is_kept``) and
+    the entry's (``finished_kept``)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    dump_config({**runs.expected_config(TINY, 0, configs), "runs_dir": str(tmp_path / "my runs")}, run / "config.yaml")
+    cache = f"{Path.home()}/.cache/zoo/inductor"
+    (run / "environment.json").write_text(json.dumps({"sessions": [{"inductor_cache": cache}]}))
+    (run / "metrics.jsonl").write_bytes(_metrics(ROWS))
+    (run / "final_eval.json").write_text(json.dumps({"returns": [5.0] * 10, "episodes": 10,
+                                                     "seed": runs.eval_seed(0)}))
+    destination = tmp_path / "results" / TINY.name / "seed_0"
+    keep(run, destination)
+    kept = (destination / "config.yaml").read_text() + (destination / "environment.json").read_text()
+    assert str(tmp_path) not in kept and str(Path.home()) + "/" not in kept
+    assert "runs_dir: runs\n" in kept and "~/.cache/zoo/inductor" in kept
+    assert is_kept(run, destination) and finished_kept(destination, TINY, 0, configs) is None
 
 
 # -- folders and files that are not what they seem -----------------------------------------------------------------

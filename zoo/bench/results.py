@@ -18,6 +18,8 @@ seed. ``kept_state`` says whether a folder is such a whole seed: a real folder (
 config.yaml, final_eval.json and metrics.jsonl.gz (and environment.json), each a regular file, and nothing else;
 anything else (a folder written by hand or by an older zoo, a final evaluation without its metrics) is not counted,
 and the report and the runner say so. Nothing is ever written through a symbolic link out of the results folder.
+Kept files hold no machine's paths (``portable``): config.yaml's ``runs_dir`` is written ``runs`` and the home
+folder ``~`` (environment.json's cache folders), so results can be committed as they are.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import io
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -127,7 +130,8 @@ def keep(run: Path, destination: Path) -> Path:
     call keeps its seed whole (the last one's stays) or refuses in one line."""
     read_final_returns(run)  # never keep a damaged evaluation
     refuse_links(destination)
-    files = {name: read_regular(run / name, _SMALL_FILE_BYTES) for name in KEPT_FILES if os.path.lexists(run / name)}
+    files = {name: portable(name, read_regular(run / name, _SMALL_FILE_BYTES))
+             for name in KEPT_FILES if os.path.lexists(run / name)}
     metrics = read_regular(run / METRICS_JSONL, MAX_DECOMPRESSED_BYTES)
     files[METRICS_JSONL_GZ] = compressed(thinned(metrics))
     parent = destination.parent
@@ -173,6 +177,24 @@ def kept_path(results: Path, entry: str, seed: int) -> Path:
     return results / entry / f"seed_{seed}"
 
 
+def portable(name: str, data: bytes) -> bytes:
+    """A kept file's bytes without this machine's paths: config.yaml's ``runs_dir`` line written ``runs_dir: runs``
+    (the runs folder is no part of what a run is: ``IGNORED_KEYS``), and the home folder written ``~`` wherever it
+    opens a path (environment.json's cache folders). Other files, and bytes that are not UTF-8, as they are."""
+    if name not in (CONFIG_FILE, ENVIRONMENT_FILE):
+        return data
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    if name == CONFIG_FILE:
+        text = re.sub(r"(?m)^runs_dir:.*$", "runs_dir: runs", text)
+    home = str(Path.home()).rstrip("/")
+    if home:
+        text = text.replace(home + "/", "~/")
+    return text.encode("utf-8")
+
+
 def is_kept(run: Path, destination: Path) -> bool:
     """Whether ``destination`` already holds ``run``'s final evaluation and config (same bytes), and metrics, as a
     whole kept seed: nothing to copy again (a run trained again over kept files of another config may evaluate to
@@ -180,7 +202,8 @@ def is_kept(run: Path, destination: Path) -> bool:
     if kept_state(destination) is not None:
         return False
     try:
-        return all(read_regular(destination / name, _SMALL_FILE_BYTES) == read_regular(run / name, _SMALL_FILE_BYTES)
+        return all(read_regular(destination / name, _SMALL_FILE_BYTES)
+                   == portable(name, read_regular(run / name, _SMALL_FILE_BYTES))
                    for name in (FINAL_EVAL_FILE, CONFIG_FILE))
     except (OSError, ZooError):
         return False
