@@ -171,6 +171,14 @@ def test_the_stall_clock_runs_only_while_a_ready_actor_holds_a_slot(tmp_path):
         assert stalled(9, 9, 9, False) is None  # waiting for a free slot: the learner is slow, not the actor
         theirs.send(("unroll", 0, 16, []))
         assert stalled(9, 3, 3, True) is None  # its unroll is there, not read yet
+        ours.recv()  # read: nothing waits in the pipe any more
+        actor.round_done = True  # lockstep: its round delivered, it waits for the learner's next version
+        assert stalled(9, 3, 3, True) is None
+        pool.published()  # the next version: it owes its next round from now
+        actor.assigned_at = actor.ready_at = now - 3
+        assert not actor.round_done and pool._stalled(actor) is None  # published just now: the clock restarted
+        pool.published_at = now - 3
+        assert pool._stalled(actor) == "stalled: no unroll for 2 s, so it was killed"
     finally:
         actor.conn = None
         ours.close()

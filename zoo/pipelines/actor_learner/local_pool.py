@@ -154,7 +154,7 @@ class LocalActorPool:
         process.start()
         theirs.close()
         actor.process, actor.conn, actor.holding, actor.delivered = process, ours, [], False
-        actor.started_at, actor.ready_at = time.monotonic(), None
+        actor.started_at, actor.ready_at, actor.round_done = time.monotonic(), None, False
         actor.incarnation += 1
 
     def _assign(self) -> None:
