@@ -87,6 +87,11 @@ class MaskFromObservation(gym.Wrapper):
         return rest, {**info, "action_mask": np.asarray(obs[self.key])}
 
 
+def component_sizes(space: gym.Space) -> np.ndarray | None:
+    """A MultiDiscrete space's component sizes, flat (its masks' parts side by side); None for any other space."""
+    return np.asarray(space.nvec).reshape(-1) if isinstance(space, gym.spaces.MultiDiscrete) else None
+
+
 def mask_width(action_space: gym.Space) -> int:
     """The length of a mask of ``action_space``: ``n`` (Discrete), ``sum(nvec)`` (MultiDiscrete), else 0."""
     if isinstance(action_space, gym.spaces.Discrete):
@@ -103,7 +108,7 @@ def random_valid_actions(space: gym.Space, masks: np.ndarray, rng: np.random.Gen
     keys = np.where(masks, rng.random(masks.shape), -1.0)  # the largest key of the valid ones: uniform among them
     if isinstance(space, gym.spaces.Discrete):
         return (space.start + keys.argmax(-1)).astype(space.dtype)
-    nvec = np.asarray(space.nvec).reshape(-1)
+    nvec = component_sizes(space)
     parts = np.split(keys, np.cumsum(nvec)[:-1], axis=-1)
     actions = np.asarray(space.start).reshape(-1) + np.stack([part.argmax(-1) for part in parts], -1)
     return actions.astype(space.dtype).reshape(len(masks), *space.shape)
@@ -134,7 +139,7 @@ class ActionMasks(gym.vector.VectorWrapper):
             raise ConfigError(f"env.action_mask={source}, but env '{env_id}' has {space} actions: masks are for "
                               f"Discrete and MultiDiscrete actions; set env.action_mask=none")
         self.source, self.env_id = source, env_id
-        self.nvec = np.asarray(space.nvec).reshape(-1) if isinstance(space, gym.spaces.MultiDiscrete) else None
+        self.nvec = component_sizes(space)
         # Where each component's mask starts in a row (one component for Discrete).
         self.starts = np.zeros(1, dtype=np.int64) if self.nvec is None else np.cumsum([0, *self.nvec[:-1]])
         self.steps = np.zeros(env.num_envs, dtype=np.int64)  # each sub-env's step in its episode, for messages
@@ -214,7 +219,7 @@ class EnvMasks:
         self.env, self.env_id = env, env_id
         self.source = "info" if source.startswith(OBS_PREFIX) else source
         self.width = 0 if source == "none" else mask_width(space)
-        self.nvec = np.asarray(space.nvec).reshape(-1) if isinstance(space, gym.spaces.MultiDiscrete) else None
+        self.nvec = component_sizes(space)
         self.active: str | None = None
         self.step = 0
 
