@@ -1,7 +1,9 @@
 """Build hook for the optional compiled kernels; all metadata lives in pyproject.toml.
 
-``zoo.rl_utils._ckernels`` is a small C extension (plain loops for gae, V-trace and the linear recurrence).
-It is optional: without a C compiler the install still succeeds and zoo uses its numpy scan instead.
+``zoo.rl_utils._ckernels`` is a small C extension (plain loops for gae, V-trace and the linear recurrence);
+``zoo.accel._crecurrent`` the loops of an LSTM or GRU unroll with resets inside (zoo.accel.recurrent_scan).
+Both are optional: without a C compiler the install still succeeds and zoo uses its numpy scan and torch's recurrent
+modules instead.
 """
 
 import sys
@@ -13,6 +15,9 @@ flags = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
 
 setup(
     ext_modules=[
-        Extension("zoo.rl_utils._ckernels", ["zoo/rl_utils/_ckernels.c"], extra_compile_args=flags, optional=True)
+        Extension("zoo.rl_utils._ckernels", ["zoo/rl_utils/_ckernels.c"], extra_compile_args=flags, optional=True),
+        # Float rounding here need only match torch's LSTM and GRU to a tolerance: products may contract to FMA.
+        Extension("zoo.accel._crecurrent", ["zoo/accel/_crecurrent.c"],
+                  extra_compile_args=[] if sys.platform == "win32" else ["-O3"], optional=True),
     ]
 )

@@ -7,6 +7,8 @@ normalised observations):
 
 - ``zoo_lstm``: ``zoo run --config configs/ppo_lstm_cartpole_novel.py`` (stop_return off, the same budget);
 - ``zoo_gru``: the same with ``policy.recurrent=gru``;
+- ``zoo_lstm_torch``: ``zoo_lstm`` with ``accel.recurrent_kernel=false`` (torch's LSTM module on padded segments
+  instead of zoo's compiled loops with the resets inside, ``zoo.accel.recurrent_scan``);
 - ``zoo_ff``: the same with ``policy.recurrent=none`` (zoo's feed-forward PPO at the same sizes);
 - ``sb3_lstm``: sb3-contrib's ``RecurrentPPO("MlpLstmPolicy")`` in its own venv (``--sb3-python``; the env the
   same CartPole with velocities dropped, defined in the child).
@@ -71,10 +73,11 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def _zoo(kind: str, steps: int, seed: int, runs: str) -> list[str]:
+def _zoo(kind: str, steps: int, seed: int, runs: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "zoo", "run", "--config", str(CONFIG), "-q", "--exp-name", f"{kind}-{time.time_ns()}",
             "--set", f"runs_dir={runs}", "--set", f"seed={seed}", "--set", f"pipeline.max_env_steps={steps}",
-            "--set", "pipeline.stop_return=None", "--set", "torch_threads=1", "--set", f"policy.recurrent={kind}"]
+            "--set", "pipeline.stop_return=None", "--set", "torch_threads=1", "--set", f"policy.recurrent={kind}",
+            *extra]
 
 
 def timed(command: list[str], cwd: Path) -> float:
@@ -97,6 +100,8 @@ def main() -> None:
         script.write_text(SB3_CHILD)
         contenders = {"zoo_lstm": _zoo("lstm", args.steps, args.seed, runs),
                       "zoo_gru": _zoo("gru", args.steps, args.seed, runs),
+                      "zoo_lstm_torch": _zoo("lstm", args.steps, args.seed, runs, "--set",
+                                             "accel.recurrent_kernel=false"),
                       "zoo_ff": _zoo("none", args.steps, args.seed, runs)}
         if args.sb3_python:
             contenders["sb3_lstm"] = [args.sb3_python, str(script), str(args.steps), str(args.seed)]
@@ -111,7 +116,7 @@ def main() -> None:
                 if line.startswith("model name")), "unknown CPU")
     print(f"\n{cpu}; {args.steps:,} env steps per process, whole process, one thread, {args.rounds} rounds")
     for name in names:
-        print(f"  {name:9s} {statistics.median(rates[name]):8,.0f} env steps/s (median)")
+        print(f"  {name:14s} {statistics.median(rates[name]):8,.0f} env steps/s (median)")
 
     def ratio(a: str, b: str) -> str:
         values = [x / y for x, y in zip(rates[a], rates[b], strict=True)]
@@ -122,6 +127,7 @@ def main() -> None:
         print(f"zoo_gru / sb3_lstm:  {ratio('zoo_gru', 'sb3_lstm')}")
     print(f"zoo_lstm / zoo_ff:   {ratio('zoo_lstm', 'zoo_ff')}   (goal: at least 0.6x)")
     print(f"zoo_gru / zoo_ff:    {ratio('zoo_gru', 'zoo_ff')}")
+    print(f"zoo_lstm / zoo_lstm_torch: {ratio('zoo_lstm', 'zoo_lstm_torch')}   (the compiled loops' gain)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ gets the defaults. What the settings steer is how zoo computes, never what it le
 - ``cuda_graphs``: on CUDA the compiled learning step is captured as a CUDA graph (off: its kernels launch one by one).
 - ``cpp_wrapper``: on the CPU inductor writes a compiled step's host code as C++ (off: inductor's Python wrapper).
 - ``fp32_products``: how the off-policy networks take float32 products on the CPU (``zoo.accel.matmul``).
+- ``recurrent_kernel``: a recurrent core's float32 CPU unroll runs compiled loops with its resets inside
+  (``zoo.accel.recurrent_scan``; off: torch's modules).
 - ``inductor_cache``: the folder of inductor's compiled kernels (``inductor_cache_dir``; by default one per CPU kind).
 
 The torch settings that compiling needs (dynamo's tracing of autograd, the oneDNN lowering, the cache folder) are
@@ -35,6 +37,7 @@ class Settings:
     cpp_wrapper: bool = True
     fp32_products: str = "auto"
     inductor_cache: str | None = None
+    recurrent_kernel: bool = True
 
 
 _settings = Settings()
@@ -59,10 +62,11 @@ def configure(section: Mapping[str, Any] | None) -> Settings:
     global _settings
     section = dict(section or {})
     _settings = Settings(bool(section.get("cuda_graphs", True)), bool(section.get("cpp_wrapper", True)),
-                         str(section.get("fp32_products", "auto")), section.get("inductor_cache"))
+                         str(section.get("fp32_products", "auto")), section.get("inductor_cache"),
+                         bool(section.get("recurrent_kernel", True)))
     from . import matmul
 
-    matmul.set_fp32_products(_settings.fp32_products)
+    matmul.request_fp32_products(_settings.fp32_products)
     if _compiler_prepared:
         _point_inductor_at_cache()
     return _settings

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..accel import recurrent_scan
 from .networks import ActorCritic
 
 __all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore", "Segments", "zero_where"]
@@ -86,7 +87,13 @@ class RecurrentCore(nn.Module):
         step whose ``episode_start`` ``(T, B)`` is set (None: no episode starts). Returns the last layer's outputs
         ``(T, B, hidden)`` and the memory after the last step (None where ``final`` is False: learning needs the
         outputs only, and episodes starting inside the sequences then run as segments, one fused call; ``segments``:
-        their layout and padded inputs where the caller made them already, for several cores on the same inputs)."""
+        their layout and padded inputs where the caller made them already, for several cores on the same inputs).
+        On the CPU in float32 the compiled loops of ``zoo.accel.recurrent_scan`` run it whole, resets inside."""
+        if recurrent_scan.applies(x):
+            keep = (x.new_ones(x.shape[:2]) if episode_start is None
+                    else (~episode_start.to(dtype=torch.bool)).to(x.dtype))
+            out, state = recurrent_scan.unroll(self.rnn, self.kind, x, self._state(memory), keep)
+            return out, self._memory(state) if final else None
         if episode_start is not None:
             memory = zero_where(memory, episode_start[0])
         if episode_start is None or x.shape[0] == 1 or not bool(episode_start[1:].any()):
@@ -183,7 +190,7 @@ class RecurrentActorCritic(nn.Module):
         layers, heads = self.layers, self.heads
         segments = None  # two cores on the same inputs: the segments cut once (learning, episodes starting inside)
         if (not final and self.critic_core is not None and value and episode_start is not None
-                and features.shape[0] > 1 and bool(episode_start[1:].any())):
+                and features.shape[0] > 1 and not recurrent_scan.applies(features) and bool(episode_start[1:].any())):
             segments = Segments(features, episode_start)
         actor, actor_memory = self.actor_core(features, memory[:, :layers], episode_start, final, segments)
         if self.critic_core is None:

@@ -1,0 +1,143 @@
+"""The compiled recurrent loops (zoo.accel.recurrent_scan): an LSTM or GRU unroll with its resets inside equals torch's
+own module stepped one step at a time with the state zeroed before each episode start, outputs, final state and every
+gradient, including resets at the first, the last and every step, T=1 and B=1; where the loops apply and where
+torch's modules stay."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.accel import recurrent_scan, settings
+from zoo.policies.recurrent import RecurrentCore
+
+pytestmark = pytest.mark.skipif(not recurrent_scan.available(), reason="zoo.accel._crecurrent was not built")
+
+
+def _stepwise(rnn: nn.Module, kind: str, x: torch.Tensor, state, keep: torch.Tensor):
+    """The reference: torch's module one step at a time, every layer's state zeroed where keep[t] is 0."""
+    outputs = []
+    for t in range(x.shape[0]):
+        k = keep[t][None, :, None]
+        state = (state[0] * k, state[1] * k) if kind == "lstm" else state * k
+        out, state = rnn(x[t:t + 1], state)
+        outputs.append(out)
+    return torch.cat(outputs), state
+
+
+def _loss(out, state, weights):
+    """A loss that reads every output and the final state (with different weights: a swapped h and c shows)."""
+    finals = state if isinstance(state, tuple) else (state,)
+    return (out * weights).sum() + sum((i + 1.0) * f.square().sum() for i, f in enumerate(finals))
+
+
+KEEPS = {
+    "none": lambda T, B: torch.ones(T, B),
+    "first": lambda T, B: torch.ones(T, B).index_fill_(0, torch.tensor([0]), 0.0),
+    "last": lambda T, B: torch.ones(T, B).index_fill_(0, torch.tensor([T - 1]), 0.0),
+    "every": lambda T, B: torch.zeros(T, B),
+    "random": lambda T, B: (torch.rand(T, B, generator=torch.Generator().manual_seed(3)) > 0.3).float(),
+}
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("resets", list(KEEPS))
+@pytest.mark.parametrize("steps,batch", [(9, 5), (1, 3), (6, 1)])
+def test_the_loop_equals_the_module_stepped_with_resets(kind, layers, resets, steps, batch):
+    torch.manual_seed(0)
+    hidden, width = 7, 3
+    rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(width, hidden, layers)
+    for parameter in rnn.parameters():  # biases off zero, so that a dropped bias shows
+        nn.init.uniform_(parameter, -0.6, 0.6)
+    x = torch.randn(steps, batch, width, requires_grad=True)
+    h0 = torch.randn(layers, batch, hidden, requires_grad=True)
+    c0 = torch.randn(layers, batch, hidden, requires_grad=True)
+    state = (h0, c0) if kind == "lstm" else h0
+    keep = KEEPS[resets](steps, batch)
+    weights = torch.randn(steps, batch, hidden)
+    inputs = [x, h0, *([c0] if kind == "lstm" else []), *rnn.parameters()]
+
+    ref_out, ref_state = _stepwise(rnn, kind, x, state, keep)
+    ref_grads = torch.autograd.grad(_loss(ref_out, ref_state, weights), inputs)
+    out, final = recurrent_scan.unroll(rnn, kind, x, state, keep)
+    grads = torch.autograd.grad(_loss(out, final, weights), inputs)
+
+    torch.testing.assert_close(out, ref_out, atol=2e-6, rtol=1e-5)
+    for got, want in zip(final if kind == "lstm" else (final,), ref_state if kind == "lstm" else (ref_state,),
+                         strict=True):
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_wider_core_matches_too(kind):
+    """At a real width (64, past the loops' vector width) with resets inside: the same values as the module."""
+    torch.manual_seed(1)
+    rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(5, 64, 1)
+    x = torch.randn(32, 8, 5, requires_grad=True)
+    state = (torch.zeros(1, 8, 64), torch.zeros(1, 8, 64)) if kind == "lstm" else torch.zeros(1, 8, 64)
+    keep = KEEPS["random"](32, 8)
+    weights = torch.randn(32, 8, 64)
+    ref_out, ref_state = _stepwise(rnn, kind, x, state, keep)
+    ref = torch.autograd.grad(_loss(ref_out, ref_state, weights), [x, *rnn.parameters()])
+    out, final = recurrent_scan.unroll(rnn, kind, x, state, keep)
+    got = torch.autograd.grad(_loss(out, final, weights), [x, *rnn.parameters()])
+    torch.testing.assert_close(out, ref_out, atol=2e-6, rtol=1e-5)
+    for a, b in zip(got, ref, strict=True):
+        torch.testing.assert_close(a, b, atol=5e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("final", [True, False])
+def test_the_core_gives_the_same_with_the_loops_and_with_torchs_modules(kind, final, monkeypatch):
+    """RecurrentCore on sequences with episode starts inside: the loops, and (accel.recurrent_kernel off) torch's
+    modules on padded segments or step by step, give the same outputs, memory and gradients."""
+    torch.manual_seed(2)
+    core = RecurrentCore(kind, 4, 16, layers=2)
+    x = torch.randn(12, 6, 4)
+    starts = torch.rand(12, 6, generator=torch.Generator().manual_seed(5)) < 0.25
+    memory = torch.randn(6, 2, core.state_size)
+
+    def run():
+        out, after = core(x, memory, starts, final=final)
+        loss = out.square().sum() + (after.sum() if after is not None else 0.0)
+        return out.detach(), after, torch.autograd.grad(loss, list(core.parameters()))
+
+    assert recurrent_scan.applies(x)
+    fast = run()
+    monkeypatch.setattr(settings.settings(), "recurrent_kernel", False)
+    assert not recurrent_scan.applies(x)
+    slow = run()
+    torch.testing.assert_close(fast[0], slow[0], atol=2e-6, rtol=1e-5)
+    assert (fast[1] is None) == (slow[1] is None) == (not final)
+    if final:
+        torch.testing.assert_close(fast[1], slow[1], atol=2e-6, rtol=1e-5)
+    for a, b in zip(fast[2], slow[2], strict=True):
+        torch.testing.assert_close(a, b, atol=5e-5, rtol=1e-4)
+
+
+def test_where_the_loops_apply():
+    x = torch.zeros(2, 3, 4)
+    assert recurrent_scan.applies(x)
+    assert not recurrent_scan.applies(x.double())  # float32 only
+    assert not recurrent_scan.applies(x.bfloat16())
+    seen = []
+
+    def probe(t):
+        seen.append(recurrent_scan.applies(t))
+        return t * 2
+
+    torch.jit.trace(probe, (x,), check_trace=False)  # zoo export traces the module: torch's modules there
+    assert seen == [False]
+
+
+def test_the_setting_comes_from_the_accel_section():
+    try:
+        assert settings.configure({"recurrent_kernel": False}).recurrent_kernel is False
+        assert not recurrent_scan.applies(torch.zeros(2, 3, 4))
+    finally:
+        settings.configure(None)
+    assert settings.settings().recurrent_kernel is True

@@ -1,0 +1,353 @@
+/* Optional compiled loops for a recurrent core's unroll on the CPU (zoo.accel.recurrent_scan): one LSTM or GRU
+ * layer over T steps of B sequences, its memory reset inside the loop at every episode start (keep[t, b] = 0 zeroes
+ * the state just before step t), forward and backward.
+ *
+ * The input projection (x @ W_ih^T + biases) and the weight gradients are single large products, done by torch
+ * before and after; only the sequential part runs here: per step, the recurrent product h @ W_hh^T and the gates.
+ * torch's fused kernels take no per-step reset, so without these loops an unroll whose episodes start inside its
+ * sequences runs as padded segments (zoo.policies.recurrent.Segments) or step by step.
+ *
+ * Arrays are float32, C-contiguous, passed as addresses (tensor.data_ptr()) with their sizes: the Python wrapper
+ * (recurrent_scan.py) allocates and checks every one; nothing here is called from elsewhere. Layouts:
+ *   LSTM gates in torch's order i, f, g, o (G = 4H); GRU in r, z, n (G = 3H).
+ *   xproj (T, B, G); w_t (H, G) = W_hh transposed (forward); w (G, H) = W_hh (backward); keep (T, B);
+ *   state (B, H) in and out; per-step records (T, B, ...) for the backward.
+ * Built by `pip install` where a C compiler is available (setup.py marks it optional); on x86-64 with GCC each loop is
+ * also compiled for AVX2+FMA and AVX-512 and picked at load time (target_clones).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12
+#define ZOO_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ZOO_CLONES
+#endif
+
+/* exp(x) for float32 to about 2 ulp, without branches or calls so that the gate loops vectorise (Cephes' expf:
+ * 2^n exp(r), n the nearest integer to x / ln 2 by the 1.5 * 2^23 rounding trick, r = x - n ln 2 in two parts). */
+static inline float zexp(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } scale = {.i = ((int32_t)n + 127) << 23};
+    return p * scale.f;
+}
+
+static inline float zsigmoid(float x) { return 1.0f / (1.0f + zexp(-x)); }
+
+/* tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)): absolute error about 1e-7. */
+static inline float ztanh(float x) { return copysignf(1.0f - 2.0f / (zexp(2.0f * fabsf(x)) + 1.0f), x); }
+
+/* out (B, N) += a (B, K) @ w (K, N): every row of w read once per call and used for all B rows, the innermost loop
+ * over N contiguous columns (vectorised). */
+static inline void gemm_acc(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t B,
+                            Py_ssize_t K, Py_ssize_t N) {
+    for (Py_ssize_t k = 0; k < K; k++) {
+        const float *wr = w + k * N;
+        for (Py_ssize_t b = 0; b < B; b++) {
+            const float x = a[b * K + k];
+            float *o = out + b * N;
+            for (Py_ssize_t j = 0; j < N; j++) {
+                o[j] += x * wr[j];
+            }
+        }
+    }
+}
+
+/* out (B, G) = in (B, G) (NULL: zeros) + h (B, H) @ w_t (H, G). */
+static inline void add_product(const float *in, const float *h, const float *w_t, float *out, Py_ssize_t B,
+                               Py_ssize_t H, Py_ssize_t G) {
+    if (in == NULL) {
+        memset(out, 0, (size_t)(B * G) * sizeof(float));
+    } else {
+        memcpy(out, in, (size_t)(B * G) * sizeof(float));
+    }
+    gemm_acc(h, w_t, out, B, H, G);
+}
+
+/* out (B, H) += d (B, G) @ w (G, H). */
+static inline void add_back_product(const float *d, const float *w, float *out, Py_ssize_t B, Py_ssize_t H,
+                                    Py_ssize_t G) {
+    gemm_acc(d, w, out, B, G, H);
+}
+
+/* The state (B, H) times keep[b] (0 or 1) into out. */
+static inline void reset_rows(const float *state, const float *keep, float *out, Py_ssize_t B, Py_ssize_t H) {
+    for (Py_ssize_t b = 0; b < B; b++) {
+        const float k = keep[b];
+        for (Py_ssize_t i = 0; i < H; i++) {
+            out[b * H + i] = state[b * H + i] * k;
+        }
+    }
+}
+
+/* The elementwise parts of a step, one row (one sequence) at a time, each array its own restrict pointer so that the
+ * loops vectorise. */
+
+/* LSTM: the new cell, its tanh and the output from the activated gates and the cell after the reset. */
+static inline void lstm_cell(const float *restrict ig, const float *restrict fg, const float *restrict cg,
+                             const float *restrict og, const float *restrict cp, float *restrict c,
+                             float *restrict tc, float *restrict h, float *restrict out, Py_ssize_t H) {
+    for (Py_ssize_t i = 0; i < H; i++) {
+        const float cell = fg[i] * cp[i] + ig[i] * cg[i];
+        const float tcell = ztanh(cell);
+        const float hv = og[i] * tcell;
+        c[i] = cell;
+        tc[i] = tcell;
+        h[i] = hv;
+        out[i] = hv;
+    }
+}
+
+/* LSTM backward: the pre-activation gates' gradients from the output's (dh + dout) and the cell's (dc, updated to
+ * the gradient of the cell after the reset, before its keep). */
+static inline void lstm_cell_back(const float *restrict ig, const float *restrict fg, const float *restrict cg,
+                                  const float *restrict og, const float *restrict tc, const float *restrict cp,
+                                  const float *restrict dout, const float *restrict dh, float *restrict dc,
+                                  float *restrict di, float *restrict df, float *restrict dg, float *restrict dO,
+                                  Py_ssize_t H) {
+    for (Py_ssize_t i = 0; i < H; i++) {
+        const float dhi = dh[i] + dout[i];
+        const float dci = dc[i] + dhi * og[i] * (1.0f - tc[i] * tc[i]);
+        di[i] = dci * cg[i] * ig[i] * (1.0f - ig[i]);
+        df[i] = dci * cp[i] * fg[i] * (1.0f - fg[i]);
+        dg[i] = dci * ig[i] * (1.0f - cg[i] * cg[i]);
+        dO[i] = dhi * tc[i] * og[i] * (1.0f - og[i]);
+        dc[i] = dci * fg[i];
+    }
+}
+
+/* GRU: r, z, n and W_hn h + b_hn recorded, the new state and output, from the input part x and recurrent part rec. */
+static inline void gru_cell(const float *restrict xr, const float *restrict xz, const float *restrict xn,
+                            const float *restrict rr, const float *restrict rz, const float *restrict rn,
+                            const float *restrict b_hn, const float *restrict hp, float *restrict pr,
+                            float *restrict pz, float *restrict pn, float *restrict phn, float *restrict h,
+                            float *restrict out, Py_ssize_t H) {
+    for (Py_ssize_t i = 0; i < H; i++) {
+        const float r = zsigmoid(xr[i] + rr[i]);
+        const float z = zsigmoid(xz[i] + rz[i]);
+        const float hn = rn[i] + b_hn[i];
+        const float n = ztanh(xn[i] + r * hn);
+        const float hv = n + z * (hp[i] - n);
+        pr[i] = r;
+        pz[i] = z;
+        pn[i] = n;
+        phn[i] = hn;
+        h[i] = hv;
+        out[i] = hv;
+    }
+}
+
+/* GRU backward: the gradients of the input part (dx*), of the recurrent part (dr*) and of the state before the step
+ * through z alone (direct). */
+static inline void gru_cell_back(const float *restrict pr, const float *restrict pz, const float *restrict pn,
+                                 const float *restrict phn, const float *restrict hp, const float *restrict dout,
+                                 const float *restrict dh, float *restrict dxr, float *restrict dxz,
+                                 float *restrict dxn, float *restrict drr, float *restrict drz, float *restrict drn,
+                                 float *restrict direct, Py_ssize_t H) {
+    for (Py_ssize_t i = 0; i < H; i++) {
+        const float r = pr[i], z = pz[i], n = pn[i];
+        const float dhi = dh[i] + dout[i];
+        const float dn = dhi * (1.0f - z) * (1.0f - n * n);
+        const float dr = dn * phn[i] * r * (1.0f - r);
+        const float dz = dhi * (hp[i] - n) * z * (1.0f - z);
+        dxr[i] = dr;
+        dxz[i] = dz;
+        dxn[i] = dn;
+        drr[i] = dr;
+        drz[i] = dz;
+        drn[i] = dn * r;
+        direct[i] = dhi * z;
+    }
+}
+
+/* LSTM forward. h, c (B, H): the state in, the state after the last step out. Records per step: hprev, cprev (the
+ * state after the reset), gates (activated, T, B, 4H), tanhc (tanh of the new cell); out (T, B, H) the outputs. */
+ZOO_CLONES
+static void lstm_forward(const float *xproj, const float *w_t, const float *keep, float *h, float *c, float *out,
+                         float *hprev, float *cprev, float *gates, float *tanhc, Py_ssize_t T, Py_ssize_t B,
+                         Py_ssize_t H) {
+    const Py_ssize_t G = 4 * H, BH = B * H;
+    for (Py_ssize_t t = 0; t < T; t++) {
+        float *hp = hprev + t * BH, *cp = cprev + t * BH, *g = gates + t * B * G;
+        reset_rows(h, keep + t * B, hp, B, H);
+        reset_rows(c, keep + t * B, cp, B, H);
+        add_product(xproj + t * B * G, hp, w_t, g, B, H, G);
+        for (Py_ssize_t b = 0; b < B; b++) {
+            float *gb = g + b * G;
+            for (Py_ssize_t i = 0; i < 2 * H; i++) {
+                gb[i] = zsigmoid(gb[i]);
+            }
+            for (Py_ssize_t i = 2 * H; i < 3 * H; i++) {
+                gb[i] = ztanh(gb[i]);
+            }
+            for (Py_ssize_t i = 3 * H; i < G; i++) {
+                gb[i] = zsigmoid(gb[i]);
+            }
+            lstm_cell(gb, gb + H, gb + 2 * H, gb + 3 * H, cp + b * H, c + b * H, tanhc + t * BH + b * H, h + b * H,
+                      out + t * BH + b * H, H);
+        }
+    }
+}
+
+/* LSTM backward. dout (T, B, H) the outputs' gradient; dh, dc (B, H): in, the gradient of the state after the last
+ * step; out, of the state before the first (before its reset). dgates (T, B, 4H): the gradient of the
+ * pre-activation gates (= of xproj). w (4H, H). */
+ZOO_CLONES
+static void lstm_backward(const float *dout, const float *w, const float *keep, const float *cprev,
+                          const float *gates, const float *tanhc, float *dh, float *dc, float *dgates, float *scratch,
+                          Py_ssize_t T, Py_ssize_t B, Py_ssize_t H) {
+    const Py_ssize_t G = 4 * H, BH = B * H;
+    for (Py_ssize_t t = T - 1; t >= 0; t--) {
+        const float *g = gates + t * B * G, *tc = tanhc + t * BH, *cp = cprev + t * BH, *k = keep + t * B;
+        float *d = dgates + t * B * G;
+        for (Py_ssize_t b = 0; b < B; b++) {
+            const float *gb = g + b * G;
+            float *dgb = d + b * G;
+            lstm_cell_back(gb, gb + H, gb + 2 * H, gb + 3 * H, tc + b * H, cp + b * H, dout + t * BH + b * H,
+                           dh + b * H, dc + b * H, dgb, dgb + H, dgb + 2 * H, dgb + 3 * H, H);
+        }
+        memset(scratch, 0, (size_t)BH * sizeof(float));
+        add_back_product(d, w, scratch, B, H, G);
+        reset_rows(scratch, k, dh, B, H);
+        reset_rows(dc, k, dc, B, H);
+    }
+}
+
+/* GRU forward (torch's GRU: r, z from the input and recurrent parts summed, n = tanh(x_n + r * (W_hn h + b_hn)),
+ * h' = (1 - z) n + z h). xproj holds x @ W_ih^T + b_ih, plus b_hh for r and z; b_hn (H) apart. Records: hprev,
+ * parts (T, B, 4H): r, z, n and W_hn h + b_hn. scratch (B, 3H). */
+ZOO_CLONES
+static void gru_forward(const float *xproj, const float *w_t, const float *b_hn, const float *keep, float *h,
+                        float *out, float *hprev, float *parts, float *scratch, Py_ssize_t T, Py_ssize_t B,
+                        Py_ssize_t H) {
+    const Py_ssize_t G = 3 * H, BH = B * H;
+    for (Py_ssize_t t = 0; t < T; t++) {
+        float *hp = hprev + t * BH;
+        reset_rows(h, keep + t * B, hp, B, H);
+        add_product(NULL, hp, w_t, scratch, B, H, G);
+        for (Py_ssize_t b = 0; b < B; b++) {
+            const float *x = xproj + (t * B + b) * G, *rec = scratch + b * G;
+            float *p = parts + (t * B + b) * 4 * H;
+            gru_cell(x, x + H, x + 2 * H, rec, rec + H, rec + 2 * H, b_hn, hp + b * H, p, p + H, p + 2 * H, p + 3 * H,
+                     h + b * H, out + t * BH + b * H, H);
+        }
+    }
+}
+
+/* GRU backward. dh (B, H) as for the LSTM. dx (T, B, 3H): the gradient of xproj; drec (T, B, 3H): of the recurrent
+ * part W_hh h (+ b_hn for n), from which the caller takes W_hh's and b_hn's gradients. w (3H, H). */
+ZOO_CLONES
+static void gru_backward(const float *dout, const float *w, const float *keep, const float *hprev,
+                         const float *parts, float *dh, float *dx, float *drec, float *scratch, Py_ssize_t T,
+                         Py_ssize_t B, Py_ssize_t H) {
+    const Py_ssize_t G = 3 * H, BH = B * H;
+    for (Py_ssize_t t = T - 1; t >= 0; t--) {
+        for (Py_ssize_t b = 0; b < B; b++) {
+            const float *p = parts + (t * B + b) * 4 * H;
+            float *dxb = dx + (t * B + b) * G, *drb = drec + (t * B + b) * G;
+            gru_cell_back(p, p + H, p + 2 * H, p + 3 * H, hprev + t * BH + b * H, dout + t * BH + b * H, dh + b * H,
+                          dxb, dxb + H, dxb + 2 * H, drb, drb + H, drb + 2 * H, scratch + b * H, H);
+        }
+        add_back_product(drec + t * B * G, w, scratch, B, H, G);
+        reset_rows(scratch, keep + t * B, dh, B, H);
+    }
+}
+
+#define F(address) ((float *)(uintptr_t)(address))
+
+static PyObject *py_lstm_forward(PyObject *self, PyObject *args) {
+    unsigned long long xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc;
+    Py_ssize_t T, B, H;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKKnnn", &xproj, &w_t, &keep, &h, &c, &out, &hprev, &cprev, &gates, &tanhc,
+                          &T, &B, &H)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    lstm_forward(F(xproj), F(w_t), F(keep), F(h), F(c), F(out), F(hprev), F(cprev), F(gates), F(tanhc), T, B, H);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_lstm_backward(PyObject *self, PyObject *args) {
+    unsigned long long dout, w, keep, cprev, gates, tanhc, dh, dc, dgates, scratch;
+    Py_ssize_t T, B, H;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKKnnn", &dout, &w, &keep, &cprev, &gates, &tanhc, &dh, &dc, &dgates,
+                          &scratch, &T, &B, &H)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    lstm_backward(F(dout), F(w), F(keep), F(cprev), F(gates), F(tanhc), F(dh), F(dc), F(dgates), F(scratch), T, B, H);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_gru_forward(PyObject *self, PyObject *args) {
+    unsigned long long xproj, w_t, b_hn, keep, h, out, hprev, parts, scratch;
+    Py_ssize_t T, B, H;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKnnn", &xproj, &w_t, &b_hn, &keep, &h, &out, &hprev, &parts, &scratch, &T,
+                          &B, &H)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    gru_forward(F(xproj), F(w_t), F(b_hn), F(keep), F(h), F(out), F(hprev), F(parts), F(scratch), T, B, H);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_gru_backward(PyObject *self, PyObject *args) {
+    unsigned long long dout, w, keep, hprev, parts, dh, dx, drec, scratch;
+    Py_ssize_t T, B, H;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKnnn", &dout, &w, &keep, &hprev, &parts, &dh, &dx, &drec, &scratch, &T, &B,
+                          &H)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    gru_backward(F(dout), F(w), F(keep), F(hprev), F(parts), F(dh), F(dx), F(drec), F(scratch), T, B, H);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"lstm_forward", py_lstm_forward, METH_VARARGS,
+     "lstm_forward(xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc, T, B, H): addresses, then sizes."},
+    {"lstm_backward", py_lstm_backward, METH_VARARGS,
+     "lstm_backward(dout, w, keep, cprev, gates, tanhc, dh, dc, dgates, scratch, T, B, H)."},
+    {"gru_forward", py_gru_forward, METH_VARARGS,
+     "gru_forward(xproj, w_t, b_hn, keep, h, out, hprev, parts, scratch, T, B, H)."},
+    {"gru_backward", py_gru_backward, METH_VARARGS,
+     "gru_backward(dout, w, keep, hprev, parts, dh, dx, drec, scratch, T, B, H)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_crecurrent",
+                                    "Compiled LSTM and GRU loops with resets inside, for zoo.accel.recurrent_scan.", -1,
+                                    methods};
+
+/* Bumped whenever a signature or semantics above changes; recurrent_scan.py ignores a stale build. */
+#define ZOO_CRECURRENT_VERSION 1
+
+PyMODINIT_FUNC PyInit__crecurrent(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", ZOO_CRECURRENT_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
