@@ -163,6 +163,27 @@ def test_auto_follows_what_the_cpu_and_mkl_do_never_the_vendor(monkeypatch, flag
         matmul.set_fp32_products("fast")
 
 
+def test_a_run_asks_for_its_path_and_only_a_process_that_takes_such_products_probes_mkl(monkeypatch):
+    """configure() (every process of a run) only asks; the probe behind auto (most of a second) runs at the first
+    fp32_products() call, which on-policy runs never make."""
+    from zoo.accel import settings
+
+    probes = []
+    monkeypatch.setattr(matmul, "mkl_code_path", lambda: probes.append(1) or AVX2_BANNER)
+    monkeypatch.setattr(matmul, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    try:
+        settings.configure({"fp32_products": "auto"})
+        assert matmul._mode is None and probes == []
+        available = matmul.torch_internals.onednn_linear_available()
+        assert matmul.fp32_products() == ("onednn" if available else "default") and probes == [1]
+        settings.configure({"fp32_products": "default"})  # a new request drops the decided path
+        assert matmul.fp32_products() == "default" and probes == [1]
+        with pytest.raises(ValueError, match="fp32 products 'fast' is unknown"):
+            matmul.request_fp32_products("fast")
+    finally:
+        settings.configure(None)
+
+
 def test_mkls_code_path_is_read_from_its_banner_and_the_output_is_left_as_it_was(capfd):
     if not torch.backends.mkl.is_available():
         pytest.skip("this torch has no MKL")

@@ -37,12 +37,23 @@ from .precision import cpu_flags
 MIN_ROWS = 16
 PRODUCTS = ("onednn", "default")
 def fp32_products() -> str:
-    """``onednn`` or ``default``: how float32 products are taken in the networks' learning passes in this process
-    (``auto`` decided at the first call where ``set_fp32_products`` was not called)."""
+    """``onednn`` or ``default``: how float32 products are taken in the networks' learning passes in this process,
+    decided at the first call from what ``request_fp32_products`` asked (``auto`` where nothing was asked): the
+    probe behind ``auto`` (``mkl_code_path``, most of a second) is paid by the processes that take such products
+    only, never by an on-policy run's."""
     if _mode is None:
-        set_fp32_products("auto")
+        set_fp32_products(_requested)
     assert _mode is not None
     return _mode
+
+
+def request_fp32_products(requested: str) -> None:
+    """Ask for ``accel.fp32_products`` (``auto``, ``onednn`` or ``default``), decided at the next ``fp32_products()``
+    call (a value already decided is dropped)."""
+    global _mode, _requested
+    if requested not in (*PRODUCTS, "auto"):
+        raise ValueError(f"fp32 products '{requested}' is unknown: use auto, onednn or default")
+    _requested, _mode = requested, None
 
 
 def set_fp32_products(requested: str) -> str:
@@ -129,6 +140,7 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
 _onednn_linear.register_autograd(_backward, setup_context=_setup)
 
 _mode: str | None = None  # this process's path: set_fp32_products
+_requested = "auto"  # what the run asked for (request_fp32_products), decided at the first fp32_products()
 _LOWERED: bool | None = None
 # In inductor's cache key where the lowering is registered: change it with the lowering's code or the op's backward
 # (a cached graph holds the code the lowering generated, and the backward traced when it was compiled: AOT autograd's
