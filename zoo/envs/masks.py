@@ -27,7 +27,7 @@ as all valid). The envs of the EnvPool backend give no masks (``auto`` is none t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -92,6 +92,35 @@ def component_sizes(space: gym.Space) -> np.ndarray | None:
     return np.asarray(space.nvec).reshape(-1) if isinstance(space, gym.spaces.MultiDiscrete) else None
 
 
+def component_offsets(sizes: np.ndarray) -> np.ndarray:
+    """Where each component's part of a mask row starts (its first column), for components of ``sizes``:
+    ``[0, sizes[0], sizes[0] + sizes[1], ...]``; ``offsets[1:]`` are the points that ``np.split`` a row at."""
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+
+class MaskComponents(NamedTuple):
+    """The components of a Discrete or MultiDiscrete action space (one for Discrete), flat: ``sizes`` (how many
+    values each takes), ``starts`` (the action value of each one's first value, the space's ``start``) and
+    ``offsets`` (the mask column where each one's part of a mask row starts, ``component_offsets``)."""
+
+    sizes: np.ndarray
+    starts: np.ndarray
+    offsets: np.ndarray
+
+
+def mask_components(space: gym.Space) -> MaskComponents:
+    """The ``MaskComponents`` of a Discrete (one component) or MultiDiscrete ``space``; a TypeError for any other
+    space (whose actions take no mask)."""
+    if isinstance(space, gym.spaces.Discrete):
+        sizes, starts = np.array([int(space.n)]), np.array([int(space.start)])
+    elif isinstance(space, gym.spaces.MultiDiscrete):
+        sizes = np.asarray(space.nvec).reshape(-1)
+        starts = np.broadcast_to(np.asarray(space.start), space.shape).reshape(-1)
+    else:
+        raise TypeError(f"{space} actions take no mask: masks are for Discrete and MultiDiscrete actions")
+    return MaskComponents(sizes, starts, component_offsets(sizes))
+
+
 def mask_width(action_space: gym.Space) -> int:
     """The length of a mask of ``action_space``: ``n`` (Discrete), ``sum(nvec)`` (MultiDiscrete), else 0."""
     if isinstance(action_space, gym.spaces.Discrete):
@@ -108,9 +137,9 @@ def random_valid_actions(space: gym.Space, masks: np.ndarray, rng: np.random.Gen
     keys = np.where(masks, rng.random(masks.shape), -1.0)  # the largest key of the valid ones: uniform among them
     if isinstance(space, gym.spaces.Discrete):
         return (space.start + keys.argmax(-1)).astype(space.dtype)
-    nvec = component_sizes(space)
-    parts = np.split(keys, np.cumsum(nvec)[:-1], axis=-1)
-    actions = np.asarray(space.start).reshape(-1) + np.stack([part.argmax(-1) for part in parts], -1)
+    _, starts, offsets = mask_components(space)
+    parts = np.split(keys, offsets[1:], axis=-1)
+    actions = starts + np.stack([part.argmax(-1) for part in parts], -1)
     return actions.astype(space.dtype).reshape(len(masks), *space.shape)
 
 
@@ -141,7 +170,7 @@ class ActionMasks(gym.vector.VectorWrapper):
         self.source, self.env_id = source, env_id
         self.nvec = component_sizes(space)
         # Where each component's mask starts in a row (one component for Discrete).
-        self.starts = np.zeros(1, dtype=np.int64) if self.nvec is None else np.cumsum([0, *self.nvec[:-1]])
+        self.starts = mask_components(space).offsets if self.width else np.zeros(1, dtype=np.int64)
         self.steps = np.zeros(env.num_envs, dtype=np.int64)  # each sub-env's step in its episode, for messages
         self._ended = np.zeros(env.num_envs, dtype=bool)  # which sub-envs ended at the last step (autoreset next)
         self.active: str | None = None  # the source in use, decided at the first reset (auto)
@@ -280,7 +309,7 @@ def checked_mask(mask: np.ndarray, width: int, nvec: np.ndarray | None, where: s
         if not np.isin(mask, (0, 1)).all():
             raise EnvError(f"{where} gave an action mask with values other than 0 and 1: {mask.tolist()}")
         mask = mask.astype(bool)
-    parts = [mask] if nvec is None else np.split(mask, np.cumsum(nvec)[:-1])
+    parts = [mask] if nvec is None else np.split(mask, component_offsets(nvec)[1:])
     if final and not all(part.any() for part in parts):
         return np.ones(width, dtype=bool)
     if not all(part.any() for part in parts):

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..envs import EnvSpec
-from ..envs.masks import mask_width, masks_of, random_valid_actions
+from ..envs.masks import mask_components, mask_width, masks_of, random_valid_actions
 
 
 def takes_masks(spec: EnvSpec, policy: Any) -> bool:
@@ -62,21 +62,12 @@ def sample_with_masks(spec: EnvSpec, count: int, seed: int,
     return observations, np.stack(masks)
 
 
-def _components(space: gym.Space) -> tuple[np.ndarray, np.ndarray]:
-    """The sizes and starts of the action space's components (one for Discrete), flat."""
-    if isinstance(space, gym.spaces.Discrete):
-        return np.array([int(space.n)]), np.array([int(space.start)])
-    nvec = np.asarray(space.nvec).reshape(-1)
-    return nvec, np.broadcast_to(np.asarray(space.start), space.shape).reshape(-1)
-
-
 def check_masks(masks: np.ndarray, space: gym.Space, seed: int) -> np.ndarray:
     """The masks the check feeds: ``masks`` (the env's) with every other row, from the second, replaced by a mask
     with one valid action per component, drawn at random (the module docstring)."""
-    nvec, _ = _components(space)
+    nvec, _, offsets = mask_components(space)
     rng = np.random.default_rng(seed)
     mixed = masks.copy()
-    offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
     for row in range(1, len(mixed), 2):
         mixed[row] = False
         mixed[row, offsets + rng.integers(0, nvec)] = True
@@ -86,10 +77,9 @@ def check_masks(masks: np.ndarray, space: gym.Space, seed: int) -> np.ndarray:
 def invalid_rows(actions: np.ndarray, masks: np.ndarray, space: gym.Space) -> np.ndarray:
     """``(N,)`` bools: which of the env ``actions`` (``(N, *action_shape)``) a row of ``masks`` forbids (any
     component's)."""
-    nvec, start = _components(space)
+    nvec, start, offsets = mask_components(space)
     index = np.asarray(actions, np.int64).reshape(len(actions), -1) - start
     inside = (index >= 0) & (index < nvec)
-    offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
     columns = np.clip(index, 0, nvec - 1) + offsets
     valid = np.take_along_axis(np.asarray(masks, bool), columns, axis=1) & inside
     return ~valid.all(axis=1)
