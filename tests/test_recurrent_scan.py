@@ -124,6 +124,12 @@ def test_where_the_loops_apply():
     assert recurrent_scan.applies(x)
     assert not recurrent_scan.applies(x.double())  # float32 only
     assert not recurrent_scan.applies(x.bfloat16())
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # its products would hand the loops bf16
+        assert not recurrent_scan.applies(x)
+    rnn = nn.LSTM(4, 5)
+    with pytest.raises(TypeError, match="takes float32 CPU tensors, got torch.float64"):
+        recurrent_scan.unroll(rnn.double(), "lstm", x.double(), (torch.zeros(1, 3, 5).double(),) * 2,
+                              torch.ones(2, 3))
     seen = []
 
     def probe(t):

@@ -12,8 +12,9 @@ average 1.4x the steps on CartPole without velocities) or step by step. Here eac
 
 ``unroll(rnn, kind, x, state, keep)`` runs a ``torch.nn.LSTM`` / ``torch.nn.GRU``'s layers so, with its parameters:
 outputs and gradients equal torch's modules on the same segments up to float rounding (tests/test_recurrent_scan.py).
-``applies(x)`` says where it is used: a float32 CPU tensor, the extension built, ``accel.recurrent_kernel`` on, and
-no tracing (``zoo export``) or compiling; elsewhere the core keeps torch's modules. Figures: docs/speed.md.
+``applies(x)`` says where it is used: a float32 CPU tensor outside autocast, the extension built,
+``accel.recurrent_kernel`` on, and no tracing (``zoo export``) or compiling; elsewhere the core keeps torch's
+modules. Figures: docs/speed.md.
 """
 
 from __future__ import annotations
@@ -47,8 +48,16 @@ def available() -> bool:
 def applies(x: torch.Tensor) -> bool:
     """Whether an unroll of ``x`` runs the compiled loops (module docstring)."""
     return (_crecurrent is not None and settings().recurrent_kernel and x.device.type == "cpu"
-            and x.dtype == torch.float32 and not torch.jit.is_tracing() and not torch.compiler.is_compiling()
-            and not torch.onnx.is_in_onnx_export())
+            and x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu") and not torch.jit.is_tracing()
+            and not torch.compiler.is_compiling() and not torch.onnx.is_in_onnx_export())
+
+
+def _check(*tensors: torch.Tensor) -> None:
+    """The loops read float32 CPU memory at the tensors' addresses: anything else is refused before they run."""
+    for tensor in tensors:
+        if tensor.dtype != torch.float32 or tensor.device.type != "cpu":
+            raise TypeError(f"zoo.accel.recurrent_scan takes float32 CPU tensors, got {tensor.dtype} on "
+                            f"{tensor.device}: check applies(x) first")
 
 
 def _empty(*shape: int) -> torch.Tensor:
@@ -66,6 +75,7 @@ class _LSTMLoop(torch.autograd.Function):
                 keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         steps, batch, width = xproj.shape
         hidden = width // 4
+        _check(xproj, w_hh, h0, c0, keep)
         xproj, keep = xproj.contiguous(), keep.contiguous()
         h, c = h0.detach().clone().contiguous(), c0.detach().clone().contiguous()
         out, hprev, cprev, tanhc = (_empty(steps, batch, hidden) for _ in range(4))
@@ -103,6 +113,7 @@ class _GRULoop(torch.autograd.Function):
                 keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         steps, batch, width = xproj.shape
         hidden = width // 3
+        _check(xproj, w_hh, b_hn, h0, keep)
         xproj, keep, b_hn = xproj.contiguous(), keep.contiguous(), b_hn.detach().contiguous()
         h = h0.detach().clone().contiguous()
         out, hprev = _empty(steps, batch, hidden), _empty(steps, batch, hidden)
