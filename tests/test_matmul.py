@@ -4,6 +4,8 @@ autocast, tracing for export, float64)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -249,3 +251,19 @@ def test_a_lowered_graph_calls_onednn_itself_on_any_view_with_eagers_numbers(one
     assert "mkldnn._linear_pointwise" in code and "zoo.onednn_linear.default(" not in code
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_an_on_policy_run_neither_probes_mkl_nor_imports_scipy(tmp_path):
+    """Start-up: a whole recurrent PPO run (zoo.train, the CLI's path) never asks for the off-policy products (MKL's
+    verbose probe, most of a second) and never imports scipy (a tenth of a second; zoo imports it where it uses it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, zoo\n"
+            "from zoo.accel import matmul\n"
+            f"zoo.train('configs/ppo_lstm_cartpole_novel.py', ['runs_dir={tmp_path}', 'pipeline.max_env_steps=512',\n"
+            "           'pipeline.stop_return=None', 'logger.progress=false'])\n"
+            "print(matmul._mode, 'scipy' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "None False", done.stderr[-2000:]
