@@ -81,10 +81,43 @@ static inline void add_product(const float *in, const float *h, const float *w_t
     gemm_acc(h, w_t, out, B, H, G);
 }
 
-/* out (B, H) += d (B, G) @ w (G, H). */
-static inline void add_back_product(const float *d, const float *w, float *out, Py_ssize_t B, Py_ssize_t H,
-                                    Py_ssize_t G) {
-    gemm_acc(d, w, out, B, G, H);
+/* out (B, H) += d (B, G) @ w (G, H): each row's 64-column strips held in accumulators while j runs (no stores inside
+ * the loop over G), the last H % 64 columns by the plain order. */
+static inline void add_back_product(const float *restrict d, const float *restrict w, float *restrict out,
+                                    Py_ssize_t B, Py_ssize_t H, Py_ssize_t G) {
+    Py_ssize_t c0 = 0;
+    for (; c0 + 64 <= H; c0 += 64) {
+        for (Py_ssize_t b = 0; b < B; b++) {
+            float acc[64];
+            float *o = out + b * H + c0;
+            for (int i = 0; i < 64; i++) {
+                acc[i] = o[i];
+            }
+            const float *db = d + b * G;
+            for (Py_ssize_t j = 0; j < G; j++) {
+                const float x = db[j];
+                const float *wr = w + j * H + c0;
+                for (int i = 0; i < 64; i++) {
+                    acc[i] += x * wr[i];
+                }
+            }
+            for (int i = 0; i < 64; i++) {
+                o[i] = acc[i];
+            }
+        }
+    }
+    if (c0 < H) {
+        for (Py_ssize_t j = 0; j < G; j++) {
+            const float *row = w + j * H;
+            for (Py_ssize_t b = 0; b < B; b++) {
+                const float x = d[b * G + j];
+                float *o = out + b * H;
+                for (Py_ssize_t k = c0; k < H; k++) {
+                    o[k] += x * row[k];
+                }
+            }
+        }
+    }
 }
 
 /* The state (B, H) times keep[b] (0 or 1) into out. */
