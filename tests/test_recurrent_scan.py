@@ -147,3 +147,26 @@ def test_the_setting_comes_from_the_accel_section():
     finally:
         settings.configure(None)
     assert settings.settings().recurrent_kernel is True
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_past_the_measured_size_torchs_module_runs_unless_it_would_step_one_step_at_a_time(kind):
+    """Beyond LOOP_LIMITS (hidden units x sequences) torch's fused kernel is faster: the core keeps it for learning's
+    unroll; where torch would step one step at a time (the memory after the last step, episodes starting inside)
+    the loops run whatever the size. Both give the module's values."""
+    hidden = 64
+    batch = recurrent_scan.LOOP_LIMITS[kind] // hidden + 1
+    core = RecurrentCore(kind, 3, hidden)
+    x = torch.randn(5, batch, 3)
+    starts = torch.zeros(5, batch, dtype=torch.bool)
+    starts[2, 0] = True
+    memory = torch.randn(batch, 1, core.state_size)
+    assert not core.uses_loops(x, starts, final=False)
+    assert core.uses_loops(x, starts, final=True)
+    assert not core.uses_loops(x, None, final=True)  # no starts inside: one fused call
+    assert core.uses_loops(x[:, : batch - 1], starts[:, : batch - 1], final=False)  # within the limit
+    with torch.no_grad():
+        out, after = core(x, memory, starts, final=True)
+        reference_out, reference_after = _stepwise(core.rnn, kind, x, core._state(memory), (~starts).float())
+    torch.testing.assert_close(out, reference_out, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(after, core._memory(reference_after), atol=2e-6, rtol=1e-5)

@@ -89,7 +89,7 @@ class RecurrentCore(nn.Module):
         outputs only, and episodes starting inside the sequences then run as segments, one fused call; ``segments``:
         their layout and padded inputs where the caller made them already, for several cores on the same inputs).
         On the CPU in float32 the compiled loops of ``zoo.accel.recurrent_scan`` run it whole, resets inside."""
-        if recurrent_scan.applies(x):
+        if self.uses_loops(x, episode_start, final):
             keep = (x.new_ones(x.shape[:2]) if episode_start is None
                     else (~episode_start.to(dtype=torch.bool)).to(x.dtype))
             out, state = recurrent_scan.unroll(self.rnn, self.kind, x, self._state(memory), keep)
@@ -109,6 +109,14 @@ class RecurrentCore(nn.Module):
             memory = self._memory(state)
             outputs.append(out)
         return torch.cat(outputs), memory
+
+    def uses_loops(self, x: torch.Tensor, episode_start: torch.Tensor | None, final: bool) -> bool:
+        """Whether ``forward`` runs ``zoo.accel.recurrent_scan``'s loops on ``x`` (where they apply, at a size where
+        they are faster, or where torch's module would step one step at a time: the memory after the last step
+        wanted with episodes starting inside)."""
+        stepwise = (final and episode_start is not None and x.shape[0] > 1 and recurrent_scan.applies(x)
+                    and bool(episode_start[1:].any()))
+        return recurrent_scan.applies(x, self.kind, self.hidden, stepwise)
 
     def run_segments(self, segments: Segments, memory: torch.Tensor) -> torch.Tensor:
         """``forward``'s outputs where episodes start inside the sequences: every segment between two starts is a
@@ -190,7 +198,8 @@ class RecurrentActorCritic(nn.Module):
         layers, heads = self.layers, self.heads
         segments = None  # two cores on the same inputs: the segments cut once (learning, episodes starting inside)
         if (not final and self.critic_core is not None and value and episode_start is not None
-                and features.shape[0] > 1 and not recurrent_scan.applies(features) and bool(episode_start[1:].any())):
+                and features.shape[0] > 1 and not self.actor_core.uses_loops(features, episode_start, final)
+                and bool(episode_start[1:].any())):
             segments = Segments(features, episode_start)
         actor, actor_memory = self.actor_core(features, memory[:, :layers], episode_start, final, segments)
         if self.critic_core is None:
