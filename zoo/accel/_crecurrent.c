@@ -13,7 +13,8 @@
  *   xproj (T, B, G); w_t (H, G) = W_hh transposed (forward); w (G, H) = W_hh (backward); keep (T, B);
  *   state (B, H) in and out; per-step records (T, B, ...) for the backward.
  * Built by `pip install` where a C compiler is available (setup.py marks it optional); on x86-64 with GCC each loop is
- * also compiled for AVX2+FMA and AVX-512 and picked at load time (target_clones).
+ * also compiled for AVX2+FMA and AVX-512 and picked at load time (target_clones; -DZOO_NO_CLONES builds one version,
+ * for the flags given, e.g. to test the AVX2 or the baseline code on a machine that would pick another).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12 && !defined(ZOO_NO_CLONES)
 #define ZOO_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define ZOO_CLONES
