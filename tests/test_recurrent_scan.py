@@ -140,6 +140,14 @@ def test_where_the_loops_apply():
     assert seen == [False]
 
 
+@pytest.mark.parametrize("options", [{"bidirectional": True}, {"batch_first": True}, {"bias": False},
+                                     {"num_layers": 2, "dropout": 0.5}])
+def test_an_rnn_the_loops_do_not_implement_is_refused(options):
+    rnn = nn.LSTM(3, 4, **options)
+    with pytest.raises(ValueError, match="one-directional, time-major rnns with biases"):
+        recurrent_scan.unroll(rnn, "lstm", torch.zeros(2, 1, 3), (torch.zeros(1, 1, 4),) * 2, torch.ones(2, 1))
+
+
 def test_the_setting_comes_from_the_accel_section():
     try:
         assert settings.configure({"recurrent_kernel": False}).recurrent_kernel is False

@@ -159,6 +159,10 @@ def unroll(rnn: torch.nn.Module, kind: str, x: torch.Tensor, state: Any,
     ``state`` (``(h, c)`` or ``h``, each ``(layers, B, H)``), every layer's state zeroed before step ``t`` where
     ``keep[t]`` ``(T, B)`` is 0: the last layer's outputs ``(T, B, H)`` and the state after the last step, as the
     module returns them."""
+    if (rnn.bidirectional or rnn.batch_first or not rnn.bias or getattr(rnn, "proj_size", 0)
+            or (rnn.dropout and rnn.num_layers > 1)):
+        raise ValueError("zoo.accel.recurrent_scan runs one-directional, time-major rnns with biases, no projection "
+                         "and no dropout (as RecurrentCore builds them): use the module itself for others")
     keep = keep.to(torch.float32)
     finals: list[list[torch.Tensor]] = [[], []]
     for layer in range(rnn.num_layers):
