@@ -75,9 +75,9 @@ BASE_FIELDS: dict[str, Any] = {
     "accel.fp32_products": Field("auto", "float32 products of the off-policy networks on the CPU: auto (oneDNN where "
                                  "the CPU has AVX-512 and MKL does not use it), onednn, or default (torch's own)",
                                  choices=("auto", "onednn", "default")),
-    "accel.recurrent_kernel": Field(True, "on the CPU, a recurrent core's float32 unroll runs zoo's compiled loop with "
-                                    "the episode resets inside (zoo.accel.recurrent_scan; false: torch's LSTM/GRU "
-                                    "modules on padded segments)"),
+    "accel.recurrent_kernel": Field(True, "on the CPU, a small recurrent core's float32 unroll runs zoo's compiled "
+                                    "loops with the episode resets inside (zoo.accel.recurrent_scan, LOOP_LIMITS; "
+                                    "false: torch's LSTM/GRU modules on padded segments)"),
     "accel.inductor_cache": Field(None, "the folder of inductor's compiled kernels (None: TORCHINDUCTOR_CACHE_DIR when "
                                   "set, else zoo/inductor/<CPU kind> in the user's cache folder)", type=str),
 }
