@@ -73,14 +73,17 @@ def test_the_loop_equals_the_module_stepped_with_resets(kind, layers, resets, st
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_a_wider_core_matches_too(kind):
-    """At a real width (64, past the loops' vector width) with resets inside: the same values as the module."""
+@pytest.mark.parametrize("hidden", [64, 100])
+def test_a_wider_core_matches_too(kind, hidden):
+    """At real widths (the backward's 64-column register strips: whole, and with 36 columns left over) with resets
+    inside: the same values as the module."""
     torch.manual_seed(1)
-    rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(5, 64, 1)
+    rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(5, hidden, 1)
     x = torch.randn(32, 8, 5, requires_grad=True)
-    state = (torch.zeros(1, 8, 64), torch.zeros(1, 8, 64)) if kind == "lstm" else torch.zeros(1, 8, 64)
+    zeros = torch.zeros(1, 8, hidden)
+    state = (zeros, zeros.clone()) if kind == "lstm" else zeros
     keep = KEEPS["random"](32, 8)
-    weights = torch.randn(32, 8, 64)
+    weights = torch.randn(32, 8, hidden)
     ref_out, ref_state = _stepwise(rnn, kind, x, state, keep)
     ref = torch.autograd.grad(_loss(ref_out, ref_state, weights), [x, *rnn.parameters()])
     out, final = recurrent_scan.unroll(rnn, kind, x, state, keep)
