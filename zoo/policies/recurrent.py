@@ -1,7 +1,8 @@
 """Memory for the actor-critic family: an LSTM or GRU core between the features and the MLP trunks.
 
-``RecurrentCore`` is a ``torch.nn.LSTM`` or ``torch.nn.GRU`` (its fused CPU kernels run the time loop forward and
-backward), traceable for ``zoo export``. Its state ("memory") is one tensor per env, ``(B, layers, S)``: for an LSTM
+``RecurrentCore`` is a ``torch.nn.LSTM`` or ``torch.nn.GRU`` (traceable for ``zoo export``), unrolled on the CPU by
+zoo's compiled loops with the resets inside where they are faster (``zoo.accel.recurrent_scan``), else by torch's
+fused kernels. Its state ("memory") is one tensor per env, ``(B, layers, S)``: for an LSTM
 ``S = 2H`` (``h`` then ``c``), for a GRU ``S = H``; zeros start an episode (``zero_where``).
 
 The reset rule, the same everywhere (acting, learning, evaluation, ``Agent.predict``): ``episode_start[t]`` marks an
@@ -43,9 +44,10 @@ class RecurrentCore(nn.Module):
     """``layers`` LSTM or GRU layers of width ``hidden`` on inputs of ``input_dim`` (see the module docstring): a
     ``torch.nn.LSTM`` / ``torch.nn.GRU`` (``rnn``), whose fused kernels run the whole time loop forward and backward.
 
-    Episode starts inside a sequence cut it into segments, each run from its own state (the memory carried in for a
-    sequence's first segment, zeros for the rest) as one zero-padded batch (``Segments``): one fused call whatever
-    the resets.
+    Episode starts inside a sequence: ``zoo.accel.recurrent_scan``'s loops reset the state inside the unroll where
+    they apply (``uses_loops``); else the starts cut the sequences into segments, each run from its own state (the
+    memory carried in for a sequence's first segment, zeros for the rest) as one zero-padded batch (``Segments``):
+    one fused call whatever the resets.
     ``ortho_init``: orthogonal weights and zero biases (as CleanRL's and SB3's recurrent policies); else torch's
     uniform initialisation.
     """
