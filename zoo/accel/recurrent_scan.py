@@ -12,10 +12,10 @@ average 1.4x the steps on CartPole without velocities) or step by step. Here eac
 
 ``unroll(rnn, kind, x, state, keep)`` runs a ``torch.nn.LSTM`` / ``torch.nn.GRU``'s layers so, with its parameters:
 outputs and gradients equal torch's modules on the same segments up to float rounding (tests/test_recurrent_scan.py).
-``applies(x, kind, hidden, stepwise)`` says where it is used: a float32 CPU tensor outside autocast, the extension
-built, ``accel.recurrent_kernel`` on, no tracing (``zoo export``) or compiling, and a size where the loops were
-measured faster (``LOOP_LIMITS``; always where torch's module would step one step at a time); elsewhere the core
-keeps torch's modules. Figures: docs/speed.md.
+``applies(x)`` says where it can be used: a float32 CPU tensor outside autocast, the extension built,
+``accel.recurrent_kernel`` on, no tracing (``zoo export``) or compiling; ``fits`` whether the core's size is one where
+the loops were measured faster (``LOOP_LIMITS``). ``RecurrentCore.uses_loops`` runs them where both hold, or where
+torch's module would step one step at a time; elsewhere the core keeps torch's modules. Figures: docs/speed.md.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ if _crecurrent is not None and getattr(_crecurrent, "VERSION", None) != _VERSION
                   "(using torch's recurrent modules meanwhile)", RuntimeWarning, stacklevel=2)
     _crecurrent = None
 
-__all__ = ["LOOP_LIMITS", "applies", "available", "unroll"]
+__all__ = ["LOOP_LIMITS", "applies", "available", "fits", "unroll"]
 
 # The largest hidden units x sequences per unroll where the loops were measured faster than torch's fused kernel on a
 # sequence without resets, T=32, one and two threads (docs/speed.md): beyond it torch's blocked products win (its LSTM
@@ -51,12 +51,15 @@ def available() -> bool:
     return _crecurrent is not None
 
 
-def applies(x: torch.Tensor, kind: str | None = None, hidden: int = 0, stepwise: bool = False) -> bool:
-    """Whether an unroll of ``x`` ``(T, B, ...)`` may run the compiled loops (module docstring); given the core's
-    ``kind`` and ``hidden`` units, whether it should: ``hidden * B`` within ``LOOP_LIMITS``, or ``stepwise`` (torch's
-    module would run it one step at a time)."""
-    if kind is not None and not stepwise and hidden * x.shape[1] > LOOP_LIMITS[kind]:
-        return False
+def fits(kind: str, hidden: int, batch: int) -> bool:
+    """Whether a ``kind`` core of ``hidden`` units over ``batch`` sequences is within ``LOOP_LIMITS`` (where the
+    loops were measured faster than torch's fused kernel)."""
+    return hidden * batch <= LOOP_LIMITS[kind]
+
+
+def applies(x: torch.Tensor) -> bool:
+    """Whether an unroll of ``x`` ``(T, B, ...)`` can run the compiled loops (module docstring; whether it should is
+    ``fits``, or torch's module stepping one step at a time)."""
     return (_crecurrent is not None and settings().recurrent_kernel and x.device.type == "cpu"
             and x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu") and not torch.jit.is_tracing()
             and not torch.compiler.is_compiling() and not torch.onnx.is_in_onnx_export())

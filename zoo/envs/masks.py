@@ -114,7 +114,7 @@ def mask_components(space: gym.Space) -> MaskComponents:
     if isinstance(space, gym.spaces.Discrete):
         sizes, starts = np.array([int(space.n)]), np.array([int(space.start)])
     elif isinstance(space, gym.spaces.MultiDiscrete):
-        sizes = np.asarray(space.nvec).reshape(-1)
+        sizes = component_sizes(space)
         starts = np.broadcast_to(np.asarray(space.start), space.shape).reshape(-1)
     else:
         raise TypeError(f"{space} actions take no mask: masks are for Discrete and MultiDiscrete actions")

@@ -116,9 +116,11 @@ class RecurrentCore(nn.Module):
         """Whether ``forward`` runs ``zoo.accel.recurrent_scan``'s loops on ``x`` (where they apply, at a size where
         they are faster, or where torch's module would step one step at a time: the memory after the last step
         wanted with episodes starting inside)."""
-        stepwise = (final and episode_start is not None and x.shape[0] > 1 and recurrent_scan.applies(x)
-                    and bool(episode_start[1:].any()))
-        return recurrent_scan.applies(x, self.kind, self.hidden, stepwise)
+        if not recurrent_scan.applies(x):
+            return False
+        if recurrent_scan.fits(self.kind, self.hidden, x.shape[1]):
+            return True
+        return final and episode_start is not None and x.shape[0] > 1 and bool(episode_start[1:].any())
 
     def run_segments(self, segments: Segments, memory: torch.Tensor) -> torch.Tensor:
         """``forward``'s outputs where episodes start inside the sequences: every segment between two starts is a
