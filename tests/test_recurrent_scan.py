@@ -74,16 +74,18 @@ def test_the_loop_equals_the_module_stepped_with_resets(kind, layers, resets, st
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("hidden", [64, 100])
-def test_a_wider_core_matches_too(kind, hidden):
-    """At real widths (the backward's 64-column register strips: whole, and with 36 columns left over) with resets
-    inside: the same values as the module."""
+@pytest.mark.parametrize("batch", [8, 7])
+def test_a_wider_core_matches_too(kind, hidden, batch):
+    """At real widths with resets inside: the same values as the module. The products' register tiles (4 rows x 64
+    columns) whole, with columns left over (100 units: 36 of the backward's, 16 of the LSTM forward's 400) and with
+    rows left over (7 sequences: one tile of 4, then 3 rows one at a time)."""
     torch.manual_seed(1)
     rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(5, hidden, 1)
-    x = torch.randn(32, 8, 5, requires_grad=True)
-    zeros = torch.zeros(1, 8, hidden)
+    x = torch.randn(32, batch, 5, requires_grad=True)
+    zeros = torch.zeros(1, batch, hidden)
     state = (zeros, zeros.clone()) if kind == "lstm" else zeros
-    keep = KEEPS["random"](32, 8)
-    weights = torch.randn(32, 8, hidden)
+    keep = KEEPS["random"](32, batch)
+    weights = torch.randn(32, batch, hidden)
     ref_out, ref_state = _stepwise(rnn, kind, x, state, keep)
     ref = torch.autograd.grad(_loss(ref_out, ref_state, weights), [x, *rnn.parameters()])
     out, final = recurrent_scan.unroll(rnn, kind, x, state, keep)

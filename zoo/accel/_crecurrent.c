@@ -28,9 +28,16 @@
 #define ZOO_CLONES
 #endif
 
+/* The loops' helpers are inlined into each clone (a helper left out of line would be compiled for the baseline ISA). */
+#if defined(__GNUC__)
+#define ZOO_INLINE static inline __attribute__((always_inline))
+#else
+#define ZOO_INLINE static inline
+#endif
+
 /* exp(x) for float32 to about 2 ulp, without branches or calls so that the gate loops vectorise (Cephes' expf:
  * 2^n exp(r), n the nearest integer to x / ln 2 by the 1.5 * 2^23 rounding trick, r = x - n ln 2 in two parts). */
-static inline float zexp(float x) {
+ZOO_INLINE float zexp(float x) {
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
     const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -50,29 +57,91 @@ static inline float zexp(float x) {
     return p * scale.f;
 }
 
-static inline float zsigmoid(float x) { return 1.0f / (1.0f + zexp(-x)); }
+ZOO_INLINE float zsigmoid(float x) { return 1.0f / (1.0f + zexp(-x)); }
 
 /* tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)): absolute error about 1e-7. */
-static inline float ztanh(float x) { return copysignf(1.0f - 2.0f / (zexp(2.0f * fabsf(x)) + 1.0f), x); }
+ZOO_INLINE float ztanh(float x) { return copysignf(1.0f - 2.0f / (zexp(2.0f * fabsf(x)) + 1.0f), x); }
 
-/* out (B, N) += a (B, K) @ w (K, N): every row of w read once per call and used for all B rows, the innermost loop
- * over N contiguous columns (vectorised). */
-static inline void gemm_acc(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t B,
-                            Py_ssize_t K, Py_ssize_t N) {
+/* out (B, N) += a (B, K) @ w (K, N), the one product of both directions (forward: h @ W_hh^T; backward: the gates'
+ * gradient @ W_hh). Tiles of ZR rows x ZS columns are held in accumulators while k runs (every w row loaded once per
+ * tile and used for ZR rows, no stores inside the k loop: about 3x the plain order's speed at B = 8, H = 64); rows
+ * left over go one at a time, columns left over (N % ZS) by the plain order. Each output element sums its k terms in
+ * order from its value on entry, whatever the tile. */
+#define ZR 4
+#define ZS 64
+
+ZOO_INLINE void tile_rows4(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t K,
+                              Py_ssize_t N, Py_ssize_t c0) {
+    float acc[ZR][ZS];
+    for (int r = 0; r < ZR; r++) {
+        for (int i = 0; i < ZS; i++) {
+            acc[r][i] = out[r * N + c0 + i];
+        }
+    }
     for (Py_ssize_t k = 0; k < K; k++) {
-        const float *wr = w + k * N;
-        for (Py_ssize_t b = 0; b < B; b++) {
-            const float x = a[b * K + k];
-            float *o = out + b * N;
-            for (Py_ssize_t j = 0; j < N; j++) {
-                o[j] += x * wr[j];
+        const float *wr = w + k * N + c0;
+        for (int r = 0; r < ZR; r++) {
+            const float x = a[r * K + k];
+            for (int i = 0; i < ZS; i++) {
+                acc[r][i] += x * wr[i];
+            }
+        }
+    }
+    for (int r = 0; r < ZR; r++) {
+        for (int i = 0; i < ZS; i++) {
+            out[r * N + c0 + i] = acc[r][i];
+        }
+    }
+}
+
+ZOO_INLINE void tile_row1(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t K,
+                             Py_ssize_t N, Py_ssize_t c0) {
+    float acc[ZS];
+    for (int i = 0; i < ZS; i++) {
+        acc[i] = out[c0 + i];
+    }
+    for (Py_ssize_t k = 0; k < K; k++) {
+        const float x = a[k];
+        const float *wr = w + k * N + c0;
+        for (int i = 0; i < ZS; i++) {
+            acc[i] += x * wr[i];
+        }
+    }
+    for (int i = 0; i < ZS; i++) {
+        out[c0 + i] = acc[i];
+    }
+}
+
+ZOO_INLINE void gemm_acc(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t B,
+                            Py_ssize_t K, Py_ssize_t N) {
+    const Py_ssize_t whole = N - N % ZS;
+    for (Py_ssize_t b = 0; b < B; b += ZR) {
+        const Py_ssize_t rows = B - b < ZR ? B - b : ZR;
+        for (Py_ssize_t c0 = 0; c0 < whole; c0 += ZS) {
+            if (rows == ZR) {
+                tile_rows4(a + b * K, w, out + b * N, K, N, c0);
+            } else {
+                for (Py_ssize_t r = 0; r < rows; r++) {
+                    tile_row1(a + (b + r) * K, w, out + (b + r) * N, K, N, c0);
+                }
+            }
+        }
+        for (Py_ssize_t r = 0; r < rows; r++) {  /* the columns left over */
+            const float *ar = a + (b + r) * K;
+            float *o = out + (b + r) * N;
+            for (Py_ssize_t k = 0; k < K; k++) {
+                const float x = ar[k];
+                const float *wr = w + k * N;
+                for (Py_ssize_t j = whole; j < N; j++) {
+                    o[j] += x * wr[j];
+                }
             }
         }
     }
 }
 
 /* out (B, G) = in (B, G) (NULL: zeros) + h (B, H) @ w_t (H, G). */
-static inline void add_product(const float *in, const float *h, const float *w_t, float *out, Py_ssize_t B,
+ZOO_INLINE void add_product(const float *in, const float *h, const float *w_t, float *out, Py_ssize_t B,
                                Py_ssize_t H, Py_ssize_t G) {
     if (in == NULL) {
         memset(out, 0, (size_t)(B * G) * sizeof(float));
@@ -82,47 +151,14 @@ static inline void add_product(const float *in, const float *h, const float *w_t
     gemm_acc(h, w_t, out, B, H, G);
 }
 
-/* out (B, H) += d (B, G) @ w (G, H): each row's 64-column strips held in accumulators while j runs (no stores inside
- * the loop over G), the last H % 64 columns by the plain order. */
-static inline void add_back_product(const float *restrict d, const float *restrict w, float *restrict out,
+/* out (B, H) += d (B, G) @ w (G, H). */
+ZOO_INLINE void add_back_product(const float *restrict d, const float *restrict w, float *restrict out,
                                     Py_ssize_t B, Py_ssize_t H, Py_ssize_t G) {
-    Py_ssize_t c0 = 0;
-    for (; c0 + 64 <= H; c0 += 64) {
-        for (Py_ssize_t b = 0; b < B; b++) {
-            float acc[64];
-            float *o = out + b * H + c0;
-            for (int i = 0; i < 64; i++) {
-                acc[i] = o[i];
-            }
-            const float *db = d + b * G;
-            for (Py_ssize_t j = 0; j < G; j++) {
-                const float x = db[j];
-                const float *wr = w + j * H + c0;
-                for (int i = 0; i < 64; i++) {
-                    acc[i] += x * wr[i];
-                }
-            }
-            for (int i = 0; i < 64; i++) {
-                o[i] = acc[i];
-            }
-        }
-    }
-    if (c0 < H) {
-        for (Py_ssize_t j = 0; j < G; j++) {
-            const float *row = w + j * H;
-            for (Py_ssize_t b = 0; b < B; b++) {
-                const float x = d[b * G + j];
-                float *o = out + b * H;
-                for (Py_ssize_t k = c0; k < H; k++) {
-                    o[k] += x * row[k];
-                }
-            }
-        }
-    }
+    gemm_acc(d, w, out, B, G, H);
 }
 
 /* The state (B, H) times keep[b] (0 or 1) into out. */
-static inline void reset_rows(const float *state, const float *keep, float *out, Py_ssize_t B, Py_ssize_t H) {
+ZOO_INLINE void reset_rows(const float *state, const float *keep, float *out, Py_ssize_t B, Py_ssize_t H) {
     for (Py_ssize_t b = 0; b < B; b++) {
         const float k = keep[b];
         for (Py_ssize_t i = 0; i < H; i++) {
@@ -135,7 +171,7 @@ static inline void reset_rows(const float *state, const float *keep, float *out,
  * loops vectorise. */
 
 /* LSTM: the new cell, its tanh and the output from the activated gates and the cell after the reset. */
-static inline void lstm_cell(const float *restrict ig, const float *restrict fg, const float *restrict cg,
+ZOO_INLINE void lstm_cell(const float *restrict ig, const float *restrict fg, const float *restrict cg,
                              const float *restrict og, const float *restrict cp, float *restrict c,
                              float *restrict tc, float *restrict h, float *restrict out, Py_ssize_t H) {
     for (Py_ssize_t i = 0; i < H; i++) {
@@ -151,7 +187,7 @@ static inline void lstm_cell(const float *restrict ig, const float *restrict fg,
 
 /* LSTM backward: the pre-activation gates' gradients from the output's (dh + dout) and the cell's (dc, updated to
  * the gradient of the cell after the reset, before its keep). */
-static inline void lstm_cell_back(const float *restrict ig, const float *restrict fg, const float *restrict cg,
+ZOO_INLINE void lstm_cell_back(const float *restrict ig, const float *restrict fg, const float *restrict cg,
                                   const float *restrict og, const float *restrict tc, const float *restrict cp,
                                   const float *restrict dout, const float *restrict dh, float *restrict dc,
                                   float *restrict di, float *restrict df, float *restrict dg, float *restrict dO,
@@ -168,7 +204,7 @@ static inline void lstm_cell_back(const float *restrict ig, const float *restric
 }
 
 /* GRU: r, z, n and W_hn h + b_hn recorded, the new state and output, from the input part x and recurrent part rec. */
-static inline void gru_cell(const float *restrict xr, const float *restrict xz, const float *restrict xn,
+ZOO_INLINE void gru_cell(const float *restrict xr, const float *restrict xz, const float *restrict xn,
                             const float *restrict rr, const float *restrict rz, const float *restrict rn,
                             const float *restrict b_hn, const float *restrict hp, float *restrict pr,
                             float *restrict pz, float *restrict pn, float *restrict phn, float *restrict h,
@@ -190,7 +226,7 @@ static inline void gru_cell(const float *restrict xr, const float *restrict xz, 
 
 /* GRU backward: the gradients of the input part (dx*), of the recurrent part (dr*) and of the state before the step
  * through z alone (direct). */
-static inline void gru_cell_back(const float *restrict pr, const float *restrict pz, const float *restrict pn,
+ZOO_INLINE void gru_cell_back(const float *restrict pr, const float *restrict pz, const float *restrict pn,
                                  const float *restrict phn, const float *restrict hp, const float *restrict dout,
                                  const float *restrict dh, float *restrict dxr, float *restrict dxz,
                                  float *restrict dxn, float *restrict drr, float *restrict drz, float *restrict drn,
