@@ -254,9 +254,16 @@ def test_continuous_and_image_observations_act_and_learn():
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 @pytest.mark.parametrize("kind,shared,layers", [("lstm", False, 1), ("gru", True, 2), ("lstm", True, 2),
                                                 ("gru", False, 1)])
-def test_numpy_acting_takes_the_torch_actors_actions_memories_and_values(env_id, kind, shared, layers):
+@pytest.mark.parametrize("loops", [True, False])
+def test_numpy_acting_takes_the_torch_actors_actions_memories_and_values(env_id, kind, shared, layers, loops):
     """zoo.accel.numpy_memory against the torch MemoryActor: the same draws, the same actions, outputs, values and
-    memories up to float rounding, over rollouts with episode starts."""
+    memories up to float rounding, over rollouts with episode starts; its cores stepped by the compiled loops
+    (``loops``, where built) and by numpy."""
+    from zoo.accel import recurrent_scan, settings
+
+    if loops and not recurrent_scan.available():
+        pytest.skip("zoo.accel._crecurrent is not built")
+    settings.configure({"recurrent_kernel": loops})
     rollouts = {}
     for numpy_acting in (True, False):
         env = gym.make(env_id)
@@ -269,6 +276,8 @@ def test_numpy_acting_takes_the_torch_actors_actions_memories_and_values(env_id,
         rollouts[numpy_acting] = [collector.rollout(policy, 4) for _ in range(3)]
         actor = policy.memory_actor(4, 3, None)
         assert type(actor).__name__ == ("NumpyMemoryActor" if numpy_acting else "MemoryActor")
+        if numpy_acting:
+            assert all((core._loops is not None) == loops for core in actor._cores)
     for fast, slow in zip(rollouts[True], rollouts[False]):
         assert torch.equal(fast.episode_start, slow.episode_start)
         if env_id == "CartPole-v1":

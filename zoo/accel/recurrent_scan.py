@@ -20,9 +20,11 @@ torch's module would step one step at a time; elsewhere the core keeps torch's m
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
 from .settings import settings
@@ -38,7 +40,7 @@ if _crecurrent is not None and getattr(_crecurrent, "VERSION", None) != _VERSION
                   "(using torch's recurrent modules meanwhile)", RuntimeWarning, stacklevel=2)
     _crecurrent = None
 
-__all__ = ["LOOP_LIMITS", "applies", "available", "fits", "unroll"]
+__all__ = ["LOOP_LIMITS", "StepBuffers", "applies", "available", "fits", "step_buffers", "unroll"]
 
 # The largest hidden units x sequences per unroll where the loops were measured faster than torch's fused kernel on a
 # sequence without resets, T=32, one and two threads (docs/speed.md): beyond it torch's blocked products win (its LSTM
@@ -79,89 +81,108 @@ def _empty(*shape: int) -> torch.Tensor:
     return torch.empty(shape, dtype=torch.float32)
 
 
-class _LSTMLoop(torch.autograd.Function):
-    """One LSTM layer's sequential part: ``(xproj (T, B, 4H), w_hh (4H, H), h0, c0 (B, H), keep (T, B)) -> (out
-    (T, B, H), h, c (B, H))``."""
+def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The input projection ``x @ W_ih^T + bias`` of every step at once, ``(T, B, G)`` contiguous."""
+    return torch.addmm(bias, x.reshape(-1, x.shape[-1]), w_ih.t()).view(*x.shape[:2], -1)
+
+
+def _input_grads(ctx: Any, d_xproj: torch.Tensor, x: torch.Tensor,
+                 w_ih: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The gradients of ``x`` and ``W_ih`` from the projection's, ``(T * B, G)`` (None where not wanted)."""
+    d_x = (d_xproj @ w_ih).view(x.shape) if ctx.needs_input_grad[0] else None
+    d_w_ih = d_xproj.t() @ x.reshape(-1, x.shape[-1]) if ctx.needs_input_grad[4] else None
+    return d_x, d_w_ih
+
+
+class _LSTMLayer(torch.autograd.Function):
+    """One LSTM layer, one node of the graph: ``(x (T, B, in), keep (T, B), h0, c0 (B, H), W_ih, W_hh, b_ih, b_hh)
+    -> (out (T, B, H), h, c (B, H))``; the input projection and the weight gradients as single torch products, the
+    sequential part in C."""
 
     @staticmethod
-    def forward(ctx: Any, xproj: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
-                keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        steps, batch, width = xproj.shape
-        hidden = width // 4
-        _check(xproj, w_hh, h0, c0, keep)
-        xproj, keep = xproj.contiguous(), keep.contiguous()
-        h, c = h0.detach().clone().contiguous(), c0.detach().clone().contiguous()
+    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+                w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor,
+                b_hh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        _check(x, keep, h0, c0, w_ih, w_hh, b_ih, b_hh)
+        steps, batch = x.shape[:2]
+        hidden = w_hh.shape[1]
+        xproj, keep = _project(x, w_ih, b_ih + b_hh), keep.contiguous()
+        h, c = h0.clone(memory_format=torch.contiguous_format), c0.clone(memory_format=torch.contiguous_format)
         out, hprev, cprev, tanhc = (_empty(steps, batch, hidden) for _ in range(4))
-        gates = _empty(steps, batch, width)
-        w_t = w_hh.detach().t().contiguous()
+        gates = _empty(steps, batch, 4 * hidden)
+        w_t = w_hh.t().contiguous()
         _crecurrent.lstm_forward(xproj.data_ptr(), w_t.data_ptr(), keep.data_ptr(), h.data_ptr(), c.data_ptr(),
                                  out.data_ptr(), hprev.data_ptr(), cprev.data_ptr(), gates.data_ptr(),
                                  tanhc.data_ptr(), steps, batch, hidden)
-        ctx.save_for_backward(w_hh, keep, hprev, cprev, gates, tanhc)
+        ctx.save_for_backward(x, keep, w_ih, w_hh, hprev, cprev, gates, tanhc)
         return out, h, c
 
     @staticmethod
-    def backward(ctx: Any, d_out: torch.Tensor | None, d_h: torch.Tensor | None,
-                 d_c: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        w_hh, keep, hprev, cprev, gates, tanhc = ctx.saved_tensors
+    def backward(ctx: Any, d_out: torch.Tensor, d_h: torch.Tensor,
+                 d_c: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, keep, w_ih, w_hh, hprev, cprev, gates, tanhc = ctx.saved_tensors
         steps, batch, hidden = hprev.shape
-        d_out = torch.zeros_like(hprev) if d_out is None else d_out.contiguous()
-        dh = torch.zeros(batch, hidden) if d_h is None else d_h.clone().contiguous()
-        dc = torch.zeros(batch, hidden) if d_c is None else d_c.clone().contiguous()
-        dgates, scratch = _empty(steps, batch, 4 * hidden), _empty(batch, hidden)
-        w = w_hh.detach().contiguous()
+        d_out = d_out.contiguous()
+        dh, dc = d_h.clone(memory_format=torch.contiguous_format), d_c.clone(memory_format=torch.contiguous_format)
+        dgates, scratch = _empty(steps * batch, 4 * hidden), _empty(batch, hidden)
+        w = w_hh.contiguous()
         _crecurrent.lstm_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), cprev.data_ptr(),
                                   gates.data_ptr(), tanhc.data_ptr(), dh.data_ptr(), dc.data_ptr(), dgates.data_ptr(),
                                   scratch.data_ptr(), steps, batch, hidden)
-        d_w = dgates.reshape(-1, 4 * hidden).t() @ hprev.reshape(-1, hidden) if ctx.needs_input_grad[1] else None
-        return dgates, d_w, dh, dc, None
+        d_x, d_w_ih = _input_grads(ctx, dgates, x, w_ih)
+        d_w_hh = dgates.t() @ hprev.view(-1, hidden) if ctx.needs_input_grad[5] else None
+        d_b = dgates.sum(0) if ctx.needs_input_grad[6] or ctx.needs_input_grad[7] else None
+        return d_x, None, dh, dc, d_w_ih, d_w_hh, d_b, d_b
 
 
-class _GRULoop(torch.autograd.Function):
-    """One GRU layer's sequential part: ``(xproj (T, B, 3H), w_hh (3H, H), b_hn (H), h0 (B, H), keep (T, B)) ->
-    (out (T, B, H), h (B, H))``; ``xproj`` holds the input projection, ``b_ih`` and ``b_hh``'s r and z parts."""
+class _GRULayer(torch.autograd.Function):
+    """One GRU layer, one node: ``(x (T, B, in), keep (T, B), h0 (B, H), W_ih, W_hh, b_ih, b_hh) -> (out (T, B, H),
+    h (B, H))``; the projection holds ``b_ih`` and ``b_hh``'s r and z parts, ``b_hh``'s n part goes to the loop."""
 
     @staticmethod
-    def forward(ctx: Any, xproj: torch.Tensor, w_hh: torch.Tensor, b_hn: torch.Tensor, h0: torch.Tensor,
-                keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        steps, batch, width = xproj.shape
-        hidden = width // 3
-        _check(xproj, w_hh, b_hn, h0, keep)
-        xproj, keep, b_hn = xproj.contiguous(), keep.contiguous(), b_hn.detach().contiguous()
-        h = h0.detach().clone().contiguous()
+    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, w_ih: torch.Tensor,
+                w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _check(x, keep, h0, w_ih, w_hh, b_ih, b_hh)
+        steps, batch = x.shape[:2]
+        hidden = w_hh.shape[1]
+        bias = b_ih.clone()
+        bias[: 2 * hidden] += b_hh[: 2 * hidden]
+        xproj, keep, b_hn = _project(x, w_ih, bias), keep.contiguous(), b_hh[2 * hidden:].contiguous()
+        h = h0.clone(memory_format=torch.contiguous_format)
         out, hprev = _empty(steps, batch, hidden), _empty(steps, batch, hidden)
-        parts, scratch = _empty(steps, batch, 4 * hidden), _empty(batch, width)
-        w_t = w_hh.detach().t().contiguous()
+        parts, scratch = _empty(steps, batch, 4 * hidden), _empty(batch, 3 * hidden)
+        w_t = w_hh.t().contiguous()
         _crecurrent.gru_forward(xproj.data_ptr(), w_t.data_ptr(), b_hn.data_ptr(), keep.data_ptr(), h.data_ptr(),
                                 out.data_ptr(), hprev.data_ptr(), parts.data_ptr(),
                                 scratch.data_ptr(), steps, batch, hidden)
-        ctx.save_for_backward(w_hh, keep, hprev, parts)
+        ctx.save_for_backward(x, keep, w_ih, w_hh, hprev, parts)
         return out, h
 
     @staticmethod
-    def backward(ctx: Any, d_out: torch.Tensor | None,
-                 d_h: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-        w_hh, keep, hprev, parts = ctx.saved_tensors
+    def backward(ctx: Any, d_out: torch.Tensor, d_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, keep, w_ih, w_hh, hprev, parts = ctx.saved_tensors
         steps, batch, hidden = hprev.shape
-        d_out = torch.zeros_like(hprev) if d_out is None else d_out.contiguous()
-        dh = torch.zeros(batch, hidden) if d_h is None else d_h.clone().contiguous()
-        dx, drec, scratch = _empty(steps, batch, 3 * hidden), _empty(steps, batch, 3 * hidden), _empty(batch, hidden)
-        w = w_hh.detach().contiguous()
+        d_out = d_out.contiguous()
+        dh = d_h.clone(memory_format=torch.contiguous_format)
+        dx, drec, scratch = _empty(steps * batch, 3 * hidden), _empty(steps * batch, 3 * hidden), _empty(batch, hidden)
+        w = w_hh.contiguous()
         _crecurrent.gru_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), hprev.data_ptr(),
                                  parts.data_ptr(), dh.data_ptr(), dx.data_ptr(), drec.data_ptr(),
                                  scratch.data_ptr(), steps, batch, hidden)
-        drec = drec.reshape(-1, 3 * hidden)
-        d_w = drec.t() @ hprev.reshape(-1, hidden) if ctx.needs_input_grad[1] else None
-        d_b = drec[:, 2 * hidden:].sum(0) if ctx.needs_input_grad[2] else None
-        return dx, d_w, d_b, dh, None
+        d_x, d_w_ih = _input_grads(ctx, dx, x, w_ih)
+        d_w_hh = drec.t() @ hprev.view(-1, hidden) if ctx.needs_input_grad[4] else None
+        d_b_ih = dx.sum(0) if ctx.needs_input_grad[5] else None
+        d_b_hh = torch.cat([d_b_ih[: 2 * hidden] if d_b_ih is not None else dx[:, : 2 * hidden].sum(0),
+                            drec[:, 2 * hidden:].sum(0)]) if ctx.needs_input_grad[6] else None
+        return d_x, None, dh, d_w_ih, d_w_hh, d_b_ih, d_b_hh
 
 
-def unroll(rnn: torch.nn.Module, kind: str, x: torch.Tensor, state: Any,
-           keep: torch.Tensor) -> tuple[torch.Tensor, Any]:
+def unroll(rnn: torch.nn.Module, kind: str, x: torch.Tensor, state: Any, keep: torch.Tensor,
+           final: bool = True) -> tuple[torch.Tensor, Any]:
     """``rnn`` (a ``torch.nn.LSTM`` or ``GRU``, one direction, no dropout, time-major) over ``x`` ``(T, B, in)`` from
     ``state`` (``(h, c)`` or ``h``, each ``(layers, B, H)``), every layer's state zeroed before step ``t`` where
     ``keep[t]`` ``(T, B)`` is 0: the last layer's outputs ``(T, B, H)`` and the state after the last step, as the
-    module returns them."""
+    module returns them (None where ``final`` is False)."""
     if (rnn.bidirectional or rnn.batch_first or not rnn.bias or getattr(rnn, "proj_size", 0)
             or (rnn.dropout and rnn.num_layers > 1)):
         raise ValueError("zoo.accel.recurrent_scan runs one-directional, time-major rnns with biases, no projection "
@@ -169,19 +190,64 @@ def unroll(rnn: torch.nn.Module, kind: str, x: torch.Tensor, state: Any,
     keep = keep.to(torch.float32)
     finals: list[list[torch.Tensor]] = [[], []]
     for layer in range(rnn.num_layers):
-        w_ih, w_hh = getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"weight_hh_l{layer}")
-        b_ih, b_hh = getattr(rnn, f"bias_ih_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
+        weights = (getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"weight_hh_l{layer}"),
+                   getattr(rnn, f"bias_ih_l{layer}"), getattr(rnn, f"bias_hh_l{layer}"))
         if kind == "lstm":
-            xproj = torch.addmm(b_ih + b_hh, x.reshape(-1, x.shape[-1]), w_ih.t()).unflatten(0, x.shape[:2])
-            x, h, c = _LSTMLoop.apply(xproj, w_hh, state[0][layer], state[1][layer], keep)
-            finals[0].append(h)
+            x, h, c = _LSTMLayer.apply(x, keep, state[0][layer], state[1][layer], *weights)
             finals[1].append(c)
         else:
-            hidden = w_hh.shape[1]
-            bias = b_ih + torch.cat([b_hh[: 2 * hidden], b_hh.new_zeros(hidden)])
-            xproj = torch.addmm(bias, x.reshape(-1, x.shape[-1]), w_ih.t()).unflatten(0, x.shape[:2])
-            x, h = _GRULoop.apply(xproj, w_hh, b_hh[2 * hidden:], state[layer], keep)
-            finals[0].append(h)
+            x, h = _GRULayer.apply(x, keep, state[layer], *weights)
+        finals[0].append(h)
+    if not final:
+        return x, None
     if kind == "lstm":
         return x, (torch.stack(finals[0]), torch.stack(finals[1]))
     return x, torch.stack(finals[0])
+
+
+class StepBuffers:
+    """One layer's single step (T = 1, no reset) through the compiled loops, for acting in numpy: fill ``xproj``
+    ``(B, G)`` (the input projection with ``step_buffers``' biases), ``h`` (and ``c``) ``(B, H)``, call ``run()``;
+    the new state is then in ``h`` (and ``c``), the output in ``out``. The buffers' addresses are taken once."""
+
+    def __init__(self, kind: str, w_hh: np.ndarray, b_hn: np.ndarray, batch: int) -> None:
+        hidden = w_hh.shape[0]
+        width = (4 if kind == "lstm" else 3) * hidden
+        buffer = functools.partial(np.zeros, dtype=np.float32)
+        self.w_t = np.ascontiguousarray(w_hh, dtype=np.float32)  # (H, G): W_hh transposed
+        self.b_hn = np.ascontiguousarray(b_hn, dtype=np.float32)
+        self.xproj, self.keep = buffer((batch, width)), np.ones(batch, np.float32)
+        self.h, self.c, self.out = buffer((batch, hidden)), buffer((batch, hidden)), buffer((batch, hidden))
+        self._records = [buffer((batch, hidden)) for _ in range(3)] + [buffer((batch, 4 * hidden))]
+        self._scratch = buffer((batch, width))
+        address = _address
+        if kind == "lstm":
+            hprev, cprev, tanhc, gates = self._records
+            self._call = functools.partial(
+                _crecurrent.lstm_forward, address(self.xproj), address(self.w_t), address(self.keep),
+                address(self.h), address(self.c), address(self.out), address(hprev), address(cprev), address(gates),
+                address(tanhc), 1, batch, hidden)
+        else:
+            hprev, parts = self._records[0], self._records[3]
+            self._call = functools.partial(
+                _crecurrent.gru_forward, address(self.xproj), address(self.w_t), address(self.b_hn),
+                address(self.keep), address(self.h), address(self.out), address(hprev), address(parts),
+                address(self._scratch), 1, batch, hidden)
+
+    def run(self) -> None:
+        """The step: reads ``xproj`` and the state, writes the state and ``out``."""
+        self._call()
+
+
+def _address(array: np.ndarray) -> int:
+    if array.dtype != np.float32 or not array.flags.c_contiguous:
+        raise TypeError("zoo.accel.recurrent_scan's step takes C-contiguous float32 arrays")
+    return int(array.ctypes.data)
+
+
+def step_buffers(kind: str, w_hh_t: np.ndarray, b_hn: np.ndarray, batch: int) -> StepBuffers:
+    """The buffers of one ``kind`` layer's acting step for ``batch`` rows, from ``W_hh`` transposed ``(H, G)`` and
+    (GRU) ``b_hh``'s n part ``(H,)`` (``StepBuffers``). Only where ``available()``."""
+    if _crecurrent is None:
+        raise RuntimeError("zoo.accel._crecurrent is not built: check recurrent_scan.available() first")
+    return StepBuffers(kind, w_hh_t, b_hn, batch)

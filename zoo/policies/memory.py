@@ -98,11 +98,17 @@ def _first(output: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor | dic
     return {key: value[0] for key, value in output.items()} if isinstance(output, dict) else output[0]
 
 
-def _at_steps(output: torch.Tensor | dict[str, torch.Tensor], valid: torch.Tensor) -> Any:
-    """Time-major ``(L, C, ...)`` outputs in the chunks' order ``(C * L, ...)``, taken at the boolean ``valid``."""
+def _at_steps(output: torch.Tensor | dict[str, torch.Tensor], places: torch.Tensor) -> Any:
+    """Time-major ``(L, C, ...)`` outputs taken at ``places``: positions in the time-major order (``t * C + c``),
+    from ``_time_major``."""
     if isinstance(output, dict):
-        return {key: _at_steps(value, valid) for key, value in output.items()}
-    return output.transpose(0, 1).flatten(0, 1)[valid]
+        return {key: _at_steps(value, places) for key, value in output.items()}
+    return output.flatten(0, 1).index_select(0, places)
+
+
+def _time_major(positions: torch.Tensor, chunks: int, length: int) -> torch.Tensor:
+    """Positions ``c * L + t`` in the chunks' order as positions ``t * C + c`` of the time-major unroll."""
+    return (positions % length) * chunks + torch.div(positions, length, rounding_mode="floor")
 
 
 class MemoryActingGraph(torch.nn.Module):
@@ -241,10 +247,17 @@ class MemoryLearning:
                moments: tuple[torch.Tensor, torch.Tensor] | None, scheduled: dict[str, Any]) -> dict[str, Any]:
         if not (self.recurrent and self.learns_in_chunks):
             return super().gather(columns, index, moments, scheduled)  # type: ignore[misc]
-        chunks = {name: column if index is None else column[index] for name, column in columns.items()}
-        valid = chunks["valid"].reshape(-1)
-        steps = {name: column.flatten(0, 1)[valid] for name, column in chunks.items() if name not in SEQUENCE_COLUMNS}
-        sequences = {name: chunks[name] for name in SEQUENCE_COLUMNS if name in chunks}
+        sequences = {name: column if index is None else column[index] for name, column in columns.items()
+                     if name in SEQUENCE_COLUMNS}
+        count, length = sequences["valid"].shape[:2]
+        # The valid steps' positions, once per minibatch: in the minibatch's (chunk, step) order, and where they sit
+        # in the learning columns (each per-step column is read there with one index_select).
+        positions = sequences["valid"].reshape(-1).nonzero().squeeze(1)
+        rows = positions if index is None else (
+            index[:, None] * length + torch.arange(length, device=positions.device)).reshape(-1)[positions]
+        steps = {name: column.flatten(0, 1).index_select(0, rows) for name, column in columns.items()
+                 if name not in SEQUENCE_COLUMNS}
+        sequences["valid_places"] = _time_major(positions, count, length)
         return super().gather({**steps, **sequences}, None, moments, scheduled)  # type: ignore[misc]
 
     def forward_batch(self, batch: dict[str, Any]) -> tuple[Any, torch.Tensor]:
@@ -257,8 +270,11 @@ class MemoryLearning:
         obs = batch["obs"].transpose(0, 1)  # (L, C, ...) time-major
         memory = self.burned_memory(batch) if "burn_obs" in batch else batch["memory"]
         output, value, _ = self.model(obs, memory, batch["episode_start"].transpose(0, 1), final=False)
-        valid = batch["valid"].reshape(-1)
-        return self.masked(_at_steps(output, valid), mask), _at_steps(value, valid)
+        places = batch.get("valid_places")  # gather's; else from the valid flags
+        if places is None:
+            chunks, length = batch["valid"].shape[:2]
+            places = _time_major(batch["valid"].reshape(-1).nonzero().squeeze(1), chunks, length)
+        return self.masked(_at_steps(output, places), mask), _at_steps(value, places)
 
     @torch.no_grad()
     def burned_memory(self, batch: dict[str, Any]) -> torch.Tensor:

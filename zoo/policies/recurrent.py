@@ -94,7 +94,7 @@ class RecurrentCore(nn.Module):
         if self.uses_loops(x, episode_start, final):
             keep = (x.new_ones(x.shape[:2]) if episode_start is None
                     else (~episode_start.to(dtype=torch.bool)).to(x.dtype))
-            out, state = recurrent_scan.unroll(self.rnn, self.kind, x, self._state(memory), keep)
+            out, state = recurrent_scan.unroll(self.rnn, self.kind, x, self._state(memory), keep, final)
             return out, self._memory(state) if final else None
         if episode_start is not None:
             memory = zero_where(memory, episode_start[0])
