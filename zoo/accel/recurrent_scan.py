@@ -2,20 +2,22 @@
 
 torch's fused LSTM and GRU kernels run a whole sequence from one state, but take no reset inside it: an unroll whose
 episodes start inside its sequences then runs as zero-padded segments (``zoo.policies.recurrent.Segments``, on
-average 1.4x the steps on CartPole without velocities) or step by step. Here each layer is three parts:
+average 1.4x the steps on CartPole without velocities) or step by step. Here each layer is one node of the autograd
+graph (an ``autograd.Function``) in three parts:
 
-- the input projection ``x @ W_ih^T`` plus biases, one product over all steps (torch, autograd);
-- the sequential part, an ``autograd.Function`` over the optional C extension ``zoo.accel._crecurrent``: per step
-  the state zeroed where ``keep[t]`` is 0 (an episode starts), the recurrent product and the gates (torch's
-  equations and gate order), forward and backward;
-- the weight gradients, one product each after the backward (torch).
+- the input projection ``x @ W_ih^T`` plus biases, one product over all steps (torch);
+- the sequential part in the optional C extension ``zoo.accel._crecurrent``: per step the state zeroed where
+  ``keep[t]`` is 0 (an episode starts), the recurrent product and the gates (torch's equations and gate order),
+  forward and backward;
+- the gradients of the input and the weights, one product each after the backward (torch).
 
 ``unroll(rnn, kind, x, state, keep)`` runs a ``torch.nn.LSTM`` / ``torch.nn.GRU``'s layers so, with its parameters:
 outputs and gradients equal torch's modules on the same segments up to float rounding (tests/test_recurrent_scan.py).
 ``applies(x)`` says where it can be used: a float32 CPU tensor outside autocast, the extension built,
 ``accel.recurrent_kernel`` on, no tracing (``zoo export``) or compiling; ``fits`` whether the core's size is one where
 the loops were measured faster (``LOOP_LIMITS``). ``RecurrentCore.uses_loops`` runs them where both hold, or where
-torch's module would step one step at a time; elsewhere the core keeps torch's modules. Figures: docs/speed.md.
+torch's module would step one step at a time; elsewhere the core keeps torch's modules. ``step_buffers`` gives
+acting in numpy (``zoo.accel.numpy_memory``) the same loop for one step. Figures: docs/speed.md.
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ if _crecurrent is not None and getattr(_crecurrent, "VERSION", None) != _VERSION
 
 __all__ = ["LOOP_LIMITS", "StepBuffers", "applies", "available", "fits", "step_buffers", "unroll"]
 
-# The largest hidden units x sequences per unroll where the loops were measured faster than torch's fused kernel on a
-# sequence without resets, T=32, one and two threads (docs/speed.md): beyond it torch's blocked products win (its LSTM
-# 2-4x at 256 units x 32 sequences). An unroll torch would step one step at a time takes the loops at any size.
-LOOP_LIMITS = {"lstm": 1024, "gru": 3072}
+# The largest hidden units x sequences per unroll where the loops were measured at least level with torch's fused kernel
+# on a sequence without resets (no padding for torch), T=32, one and two threads (docs/speed.md): beyond it torch's
+# blocked, threaded products win. An unroll torch would step one step at a time takes the loops at any size.
+LOOP_LIMITS = {"lstm": 4096, "gru": 16384}
 
 
 def available() -> bool:
