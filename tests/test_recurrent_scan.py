@@ -96,6 +96,39 @@ def test_a_wider_core_matches_too(kind, hidden, batch):
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("layers,hidden", [(1, 64), (2, 7)])
+def test_cores_unrolled_together_equal_each_unrolled_alone(kind, layers, hidden):
+    """unroll_cores (an actor's and a critic's core: one input projection, each core's loop on its columns of it)
+    gives each rnn the outputs, final state and gradients (of x, the states and every parameter) it has alone."""
+    torch.manual_seed(4)
+    rnns = [(nn.LSTM if kind == "lstm" else nn.GRU)(5, hidden, layers) for _ in range(3)]
+    for rnn in rnns:
+        for parameter in rnn.parameters():
+            nn.init.uniform_(parameter, -0.5, 0.5)
+    x = torch.randn(10, 6, 5, requires_grad=True)
+    keep = KEEPS["random"](10, 6)
+    states = [tuple(torch.randn(layers, 6, hidden, requires_grad=True) for _ in range(2)) if kind == "lstm"
+              else torch.randn(layers, 6, hidden, requires_grad=True) for _ in rnns]
+    weights = [torch.randn(10, 6, hidden) for _ in rnns]
+
+    def grads(results):
+        loss = sum(_loss(out, final, w) for (out, final), w in zip(results, weights, strict=True))
+        leaves = [x, *(t for s in states for t in (s if kind == "lstm" else (s,))),
+                  *(p for rnn in rnns for p in rnn.parameters())]
+        return torch.autograd.grad(loss, leaves)
+
+    together = recurrent_scan.unroll_cores(rnns, kind, x, states, keep)
+    alone = [recurrent_scan.unroll(rnn, kind, x, state, keep) for rnn, state in zip(rnns, states, strict=True)]
+    for (out, final), (ref_out, ref_final) in zip(together, alone, strict=True):
+        torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-6)
+        for got, want in zip(final if kind == "lstm" else (final,), ref_final if kind == "lstm" else (ref_final,),
+                             strict=True):
+            torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
+    for got, want in zip(grads(together), grads(alone), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("final", [True, False])
 def test_the_core_gives_the_same_with_the_loops_and_with_torchs_modules(kind, final, monkeypatch):
     """RecurrentCore on sequences with episode starts inside: the loops, and (accel.recurrent_kernel off) torch's

@@ -10,7 +10,8 @@
  * Arrays are float32, C-contiguous, passed as addresses (tensor.data_ptr()) with their sizes: the Python wrapper
  * (recurrent_scan.py) allocates and checks every one; nothing here is called from elsewhere. Layouts:
  *   LSTM gates in torch's order i, f, g, o (G = 4H); GRU in r, z, n (G = 3H).
- *   xproj (T, B, G); w_t (H, G) = W_hh transposed (forward); w (G, H) = W_hh (backward); keep (T, B);
+ *   xproj (T, B, G) rows S apart (S >= G: several cores' projections side by side), and so dgates / dx;
+ *   w_t (H, G) = W_hh transposed (forward); w (G, H) = W_hh (backward); keep (T, B);
  *   state (B, H) in and out; per-step records (T, B, ...) for the backward.
  * Built by `pip install` where a C compiler is available (setup.py marks it optional); on x86-64 with GCC each loop is
  * also compiled for AVX2+FMA and AVX-512 and picked at load time (target_clones; -DZOO_NO_CLONES builds one version,
@@ -70,8 +71,8 @@ ZOO_INLINE float ztanh(float x) { return copysignf(1.0f - 2.0f / (zexp(2.0f * fa
 #define ZR 4
 #define ZS 64
 
-ZOO_INLINE void tile_rows4(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t K,
-                              Py_ssize_t N, Py_ssize_t c0) {
+ZOO_INLINE void tile_rows4(const float *restrict a, Py_ssize_t lda, const float *restrict w, float *restrict out,
+                              Py_ssize_t K, Py_ssize_t N, Py_ssize_t c0) {
     float acc[ZR][ZS];
     for (int r = 0; r < ZR; r++) {
         for (int i = 0; i < ZS; i++) {
@@ -81,7 +82,7 @@ ZOO_INLINE void tile_rows4(const float *restrict a, const float *restrict w, flo
     for (Py_ssize_t k = 0; k < K; k++) {
         const float *wr = w + k * N + c0;
         for (int r = 0; r < ZR; r++) {
-            const float x = a[r * K + k];
+            const float x = a[r * lda + k];
             for (int i = 0; i < ZS; i++) {
                 acc[r][i] += x * wr[i];
             }
@@ -112,22 +113,22 @@ ZOO_INLINE void tile_row1(const float *restrict a, const float *restrict w, floa
     }
 }
 
-ZOO_INLINE void gemm_acc(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t B,
-                            Py_ssize_t K, Py_ssize_t N) {
+ZOO_INLINE void gemm_acc(const float *restrict a, Py_ssize_t lda, const float *restrict w, float *restrict out,
+                            Py_ssize_t B, Py_ssize_t K, Py_ssize_t N) {
     const Py_ssize_t whole = N - N % ZS;
     for (Py_ssize_t b = 0; b < B; b += ZR) {
         const Py_ssize_t rows = B - b < ZR ? B - b : ZR;
         for (Py_ssize_t c0 = 0; c0 < whole; c0 += ZS) {
             if (rows == ZR) {
-                tile_rows4(a + b * K, w, out + b * N, K, N, c0);
+                tile_rows4(a + b * lda, lda, w, out + b * N, K, N, c0);
             } else {
                 for (Py_ssize_t r = 0; r < rows; r++) {
-                    tile_row1(a + (b + r) * K, w, out + (b + r) * N, K, N, c0);
+                    tile_row1(a + (b + r) * lda, w, out + (b + r) * N, K, N, c0);
                 }
             }
         }
         for (Py_ssize_t r = 0; r < rows; r++) {  /* the columns left over */
-            const float *ar = a + (b + r) * K;
+            const float *ar = a + (b + r) * lda;
             float *o = out + (b + r) * N;
             for (Py_ssize_t k = 0; k < K; k++) {
                 const float x = ar[k];
@@ -140,21 +141,23 @@ ZOO_INLINE void gemm_acc(const float *restrict a, const float *restrict w, float
     }
 }
 
-/* out (B, G) = in (B, G) (NULL: zeros) + h (B, H) @ w_t (H, G). */
-ZOO_INLINE void add_product(const float *in, const float *h, const float *w_t, float *out, Py_ssize_t B,
-                               Py_ssize_t H, Py_ssize_t G) {
+/* out (B, G) = in (B rows of G, S apart; NULL: zeros) + h (B, H) @ w_t (H, G). */
+ZOO_INLINE void add_product(const float *in, Py_ssize_t S, const float *h, const float *w_t, float *out,
+                            Py_ssize_t B, Py_ssize_t H, Py_ssize_t G) {
     if (in == NULL) {
         memset(out, 0, (size_t)(B * G) * sizeof(float));
     } else {
-        memcpy(out, in, (size_t)(B * G) * sizeof(float));
+        for (Py_ssize_t b = 0; b < B; b++) {
+            memcpy(out + b * G, in + b * S, (size_t)G * sizeof(float));
+        }
     }
-    gemm_acc(h, w_t, out, B, H, G);
+    gemm_acc(h, H, w_t, out, B, H, G);
 }
 
-/* out (B, H) += d (B, G) @ w (G, H). */
-ZOO_INLINE void add_back_product(const float *restrict d, const float *restrict w, float *restrict out,
-                                    Py_ssize_t B, Py_ssize_t H, Py_ssize_t G) {
-    gemm_acc(d, w, out, B, G, H);
+/* out (B, H) += d (B rows of G, S apart) @ w (G, H). */
+ZOO_INLINE void add_back_product(const float *restrict d, Py_ssize_t S, const float *restrict w, float *restrict out,
+                                 Py_ssize_t B, Py_ssize_t H, Py_ssize_t G) {
+    gemm_acc(d, S, w, out, B, G, H);
 }
 
 /* The state (B, H) times keep[b] (0 or 1) into out. */
@@ -247,18 +250,19 @@ ZOO_INLINE void gru_cell_back(const float *restrict pr, const float *restrict pz
     }
 }
 
-/* LSTM forward. h, c (B, H): the state in, the state after the last step out. Records per step: hprev, cprev (the
- * state after the reset), gates (activated, T, B, 4H), tanhc (tanh of the new cell); out (T, B, H) the outputs. */
+/* LSTM forward. xproj: T x B rows of 4H, S apart (S = 4H, or wider where several cores' projections sit side by
+ * side). h, c (B, H): the state in, the state after the last step out. Records per step: hprev, cprev (the state
+ * after the reset), gates (activated, T, B, 4H), tanhc (tanh of the new cell); out (T, B, H) the outputs. */
 ZOO_CLONES
 static void lstm_forward(const float *xproj, const float *w_t, const float *keep, float *h, float *c, float *out,
                          float *hprev, float *cprev, float *gates, float *tanhc, Py_ssize_t T, Py_ssize_t B,
-                         Py_ssize_t H) {
+                         Py_ssize_t H, Py_ssize_t S) {
     const Py_ssize_t G = 4 * H, BH = B * H;
     for (Py_ssize_t t = 0; t < T; t++) {
         float *hp = hprev + t * BH, *cp = cprev + t * BH, *g = gates + t * B * G;
         reset_rows(h, keep + t * B, hp, B, H);
         reset_rows(c, keep + t * B, cp, B, H);
-        add_product(xproj + t * B * G, hp, w_t, g, B, H, G);
+        add_product(xproj + t * B * S, S, hp, w_t, g, B, H, G);
         for (Py_ssize_t b = 0; b < B; b++) {
             float *gb = g + b * G;
             for (Py_ssize_t i = 0; i < 2 * H; i++) {
@@ -277,43 +281,43 @@ static void lstm_forward(const float *xproj, const float *w_t, const float *keep
 }
 
 /* LSTM backward. dout (T, B, H) the outputs' gradient; dh, dc (B, H): in, the gradient of the state after the last
- * step; out, of the state before the first (before its reset). dgates (T, B, 4H): the gradient of the
- * pre-activation gates (= of xproj). w (4H, H). */
+ * step; out, of the state before the first (before its reset). dgates: T x B rows of 4H, S apart, the gradient of
+ * the pre-activation gates (= of xproj). w (4H, H). */
 ZOO_CLONES
 static void lstm_backward(const float *dout, const float *w, const float *keep, const float *cprev,
                           const float *gates, const float *tanhc, float *dh, float *dc, float *dgates, float *scratch,
-                          Py_ssize_t T, Py_ssize_t B, Py_ssize_t H) {
+                          Py_ssize_t T, Py_ssize_t B, Py_ssize_t H, Py_ssize_t S) {
     const Py_ssize_t G = 4 * H, BH = B * H;
     for (Py_ssize_t t = T - 1; t >= 0; t--) {
         const float *g = gates + t * B * G, *tc = tanhc + t * BH, *cp = cprev + t * BH, *k = keep + t * B;
-        float *d = dgates + t * B * G;
+        float *d = dgates + t * B * S;
         for (Py_ssize_t b = 0; b < B; b++) {
             const float *gb = g + b * G;
-            float *dgb = d + b * G;
+            float *dgb = d + b * S;
             lstm_cell_back(gb, gb + H, gb + 2 * H, gb + 3 * H, tc + b * H, cp + b * H, dout + t * BH + b * H,
                            dh + b * H, dc + b * H, dgb, dgb + H, dgb + 2 * H, dgb + 3 * H, H);
         }
         memset(scratch, 0, (size_t)BH * sizeof(float));
-        add_back_product(d, w, scratch, B, H, G);
+        add_back_product(d, S, w, scratch, B, H, G);
         reset_rows(scratch, k, dh, B, H);
         reset_rows(dc, k, dc, B, H);
     }
 }
 
 /* GRU forward (torch's GRU: r, z from the input and recurrent parts summed, n = tanh(x_n + r * (W_hn h + b_hn)),
- * h' = (1 - z) n + z h). xproj holds x @ W_ih^T + b_ih, plus b_hh for r and z; b_hn (H) apart. Records: hprev,
- * parts (T, B, 4H): r, z, n and W_hn h + b_hn. scratch (B, 3H). */
+ * h' = (1 - z) n + z h). xproj (T x B rows of 3H, S apart) holds x @ W_ih^T + b_ih, plus b_hh for r and z; b_hn
+ * (H) apart. Records: hprev, parts (T, B, 4H): r, z, n and W_hn h + b_hn. scratch (B, 3H). */
 ZOO_CLONES
 static void gru_forward(const float *xproj, const float *w_t, const float *b_hn, const float *keep, float *h,
                         float *out, float *hprev, float *parts, float *scratch, Py_ssize_t T, Py_ssize_t B,
-                        Py_ssize_t H) {
+                        Py_ssize_t H, Py_ssize_t S) {
     const Py_ssize_t G = 3 * H, BH = B * H;
     for (Py_ssize_t t = 0; t < T; t++) {
         float *hp = hprev + t * BH;
         reset_rows(h, keep + t * B, hp, B, H);
-        add_product(NULL, hp, w_t, scratch, B, H, G);
+        add_product(NULL, 0, hp, w_t, scratch, B, H, G);
         for (Py_ssize_t b = 0; b < B; b++) {
-            const float *x = xproj + (t * B + b) * G, *rec = scratch + b * G;
+            const float *x = xproj + (t * B + b) * S, *rec = scratch + b * G;
             float *p = parts + (t * B + b) * 4 * H;
             gru_cell(x, x + H, x + 2 * H, rec, rec + H, rec + 2 * H, b_hn, hp + b * H, p, p + H, p + 2 * H, p + 3 * H,
                      h + b * H, out + t * BH + b * H, H);
@@ -321,21 +325,21 @@ static void gru_forward(const float *xproj, const float *w_t, const float *b_hn,
     }
 }
 
-/* GRU backward. dh (B, H) as for the LSTM. dx (T, B, 3H): the gradient of xproj; drec (T, B, 3H): of the recurrent
- * part W_hh h (+ b_hn for n), from which the caller takes W_hh's and b_hn's gradients. w (3H, H). */
+/* GRU backward. dh (B, H) as for the LSTM. dx (T x B rows of 3H, S apart): the gradient of xproj; drec (T, B, 3H):
+ * of the recurrent part W_hh h (+ b_hn for n), from which the caller takes W_hh's and b_hn's gradients. w (3H, H). */
 ZOO_CLONES
 static void gru_backward(const float *dout, const float *w, const float *keep, const float *hprev,
                          const float *parts, float *dh, float *dx, float *drec, float *scratch, Py_ssize_t T,
-                         Py_ssize_t B, Py_ssize_t H) {
+                         Py_ssize_t B, Py_ssize_t H, Py_ssize_t S) {
     const Py_ssize_t G = 3 * H, BH = B * H;
     for (Py_ssize_t t = T - 1; t >= 0; t--) {
         for (Py_ssize_t b = 0; b < B; b++) {
             const float *p = parts + (t * B + b) * 4 * H;
-            float *dxb = dx + (t * B + b) * G, *drb = drec + (t * B + b) * G;
+            float *dxb = dx + (t * B + b) * S, *drb = drec + (t * B + b) * G;
             gru_cell_back(p, p + H, p + 2 * H, p + 3 * H, hprev + t * BH + b * H, dout + t * BH + b * H, dh + b * H,
                           dxb, dxb + H, dxb + 2 * H, drb, drb + H, drb + 2 * H, scratch + b * H, H);
         }
-        add_back_product(drec + t * B * G, w, scratch, B, H, G);
+        add_back_product(drec + t * B * G, G, w, scratch, B, H, G);
         reset_rows(scratch, keep + t * B, dh, B, H);
     }
 }
@@ -344,65 +348,65 @@ static void gru_backward(const float *dout, const float *w, const float *keep, c
 
 static PyObject *py_lstm_forward(PyObject *self, PyObject *args) {
     unsigned long long xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc;
-    Py_ssize_t T, B, H;
-    if (!PyArg_ParseTuple(args, "KKKKKKKKKKnnn", &xproj, &w_t, &keep, &h, &c, &out, &hprev, &cprev, &gates, &tanhc,
-                          &T, &B, &H)) {
+    Py_ssize_t T, B, H, S;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKKnnnn", &xproj, &w_t, &keep, &h, &c, &out, &hprev, &cprev, &gates, &tanhc,
+                          &T, &B, &H, &S)) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    lstm_forward(F(xproj), F(w_t), F(keep), F(h), F(c), F(out), F(hprev), F(cprev), F(gates), F(tanhc), T, B, H);
+    lstm_forward(F(xproj), F(w_t), F(keep), F(h), F(c), F(out), F(hprev), F(cprev), F(gates), F(tanhc), T, B, H, S);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
 static PyObject *py_lstm_backward(PyObject *self, PyObject *args) {
     unsigned long long dout, w, keep, cprev, gates, tanhc, dh, dc, dgates, scratch;
-    Py_ssize_t T, B, H;
-    if (!PyArg_ParseTuple(args, "KKKKKKKKKKnnn", &dout, &w, &keep, &cprev, &gates, &tanhc, &dh, &dc, &dgates,
-                          &scratch, &T, &B, &H)) {
+    Py_ssize_t T, B, H, S;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKKnnnn", &dout, &w, &keep, &cprev, &gates, &tanhc, &dh, &dc, &dgates,
+                          &scratch, &T, &B, &H, &S)) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    lstm_backward(F(dout), F(w), F(keep), F(cprev), F(gates), F(tanhc), F(dh), F(dc), F(dgates), F(scratch), T, B, H);
+    lstm_backward(F(dout), F(w), F(keep), F(cprev), F(gates), F(tanhc), F(dh), F(dc), F(dgates), F(scratch), T, B, H, S);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
 static PyObject *py_gru_forward(PyObject *self, PyObject *args) {
     unsigned long long xproj, w_t, b_hn, keep, h, out, hprev, parts, scratch;
-    Py_ssize_t T, B, H;
-    if (!PyArg_ParseTuple(args, "KKKKKKKKKnnn", &xproj, &w_t, &b_hn, &keep, &h, &out, &hprev, &parts, &scratch, &T,
-                          &B, &H)) {
+    Py_ssize_t T, B, H, S;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKnnnn", &xproj, &w_t, &b_hn, &keep, &h, &out, &hprev, &parts, &scratch, &T,
+                          &B, &H, &S)) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    gru_forward(F(xproj), F(w_t), F(b_hn), F(keep), F(h), F(out), F(hprev), F(parts), F(scratch), T, B, H);
+    gru_forward(F(xproj), F(w_t), F(b_hn), F(keep), F(h), F(out), F(hprev), F(parts), F(scratch), T, B, H, S);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
 static PyObject *py_gru_backward(PyObject *self, PyObject *args) {
     unsigned long long dout, w, keep, hprev, parts, dh, dx, drec, scratch;
-    Py_ssize_t T, B, H;
-    if (!PyArg_ParseTuple(args, "KKKKKKKKKnnn", &dout, &w, &keep, &hprev, &parts, &dh, &dx, &drec, &scratch, &T, &B,
-                          &H)) {
+    Py_ssize_t T, B, H, S;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKnnnn", &dout, &w, &keep, &hprev, &parts, &dh, &dx, &drec, &scratch, &T, &B,
+                          &H, &S)) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    gru_backward(F(dout), F(w), F(keep), F(hprev), F(parts), F(dh), F(dx), F(drec), F(scratch), T, B, H);
+    gru_backward(F(dout), F(w), F(keep), F(hprev), F(parts), F(dh), F(dx), F(drec), F(scratch), T, B, H, S);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"lstm_forward", py_lstm_forward, METH_VARARGS,
-     "lstm_forward(xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc, T, B, H): addresses, then sizes."},
+     "lstm_forward(xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc, T, B, H, S): addresses, then sizes (S: the row stride of xproj)."},
     {"lstm_backward", py_lstm_backward, METH_VARARGS,
-     "lstm_backward(dout, w, keep, cprev, gates, tanhc, dh, dc, dgates, scratch, T, B, H)."},
+     "lstm_backward(dout, w, keep, cprev, gates, tanhc, dh, dc, dgates, scratch, T, B, H, S) (S: of dgates)."},
     {"gru_forward", py_gru_forward, METH_VARARGS,
-     "gru_forward(xproj, w_t, b_hn, keep, h, out, hprev, parts, scratch, T, B, H)."},
+     "gru_forward(xproj, w_t, b_hn, keep, h, out, hprev, parts, scratch, T, B, H, S) (S: of xproj)."},
     {"gru_backward", py_gru_backward, METH_VARARGS,
-     "gru_backward(dout, w, keep, hprev, parts, dh, dx, drec, scratch, T, B, H)."},
+     "gru_backward(dout, w, keep, hprev, parts, dh, dx, drec, scratch, T, B, H, S) (S: of dx)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -411,7 +415,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_crecurrent",
                                     methods};
 
 /* Bumped whenever a signature or semantics above changes; recurrent_scan.py ignores a stale build. */
-#define ZOO_CRECURRENT_VERSION 1
+#define ZOO_CRECURRENT_VERSION 2
 
 PyMODINIT_FUNC PyInit__crecurrent(void) {
     PyObject *m = PyModule_Create(&module);

@@ -31,7 +31,7 @@ import torch
 
 from .settings import settings
 
-_VERSION = 1  # must equal ZOO_CRECURRENT_VERSION in _crecurrent.c
+_VERSION = 2  # must equal ZOO_CRECURRENT_VERSION in _crecurrent.c
 
 try:
     from . import _crecurrent
@@ -42,7 +42,7 @@ if _crecurrent is not None and getattr(_crecurrent, "VERSION", None) != _VERSION
                   "(using torch's recurrent modules meanwhile)", RuntimeWarning, stacklevel=2)
     _crecurrent = None
 
-__all__ = ["LOOP_LIMITS", "StepBuffers", "applies", "available", "fits", "step_buffers", "unroll"]
+__all__ = ["LOOP_LIMITS", "StepBuffers", "applies", "available", "fits", "step_buffers", "unroll", "unroll_cores"]
 
 # The largest hidden units x sequences per unroll where the loops were measured at least level with torch's fused kernel
 # on a sequence without resets (no padding for torch), T=32, one and two threads (docs/speed.md): beyond it torch's
@@ -88,95 +88,181 @@ def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor) -> torch.T
     return torch.addmm(bias, x.reshape(-1, x.shape[-1]), w_ih.t()).view(*x.shape[:2], -1)
 
 
-def _input_grads(ctx: Any, d_xproj: torch.Tensor, x: torch.Tensor,
-                 w_ih: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """The gradients of ``x`` and ``W_ih`` from the projection's, ``(T * B, G)`` (None where not wanted)."""
-    d_x = (d_xproj @ w_ih).view(x.shape) if ctx.needs_input_grad[0] else None
-    d_w_ih = d_xproj.t() @ x.reshape(-1, x.shape[-1]) if ctx.needs_input_grad[4] else None
-    return d_x, d_w_ih
+def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
 
 
-class _LSTMLayer(torch.autograd.Function):
-    """One LSTM layer, one node of the graph: ``(x (T, B, in), keep (T, B), h0, c0 (B, H), W_ih, W_hh, b_ih, b_hh)
-    -> (out (T, B, H), h, c (B, H))``; the input projection and the weight gradients as single torch products, the
-    sequential part in C."""
+def _fresh(state: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy the C loops may overwrite."""
+    return state.clone(memory_format=torch.contiguous_format)
+
+
+class _LSTMLayers(torch.autograd.Function):
+    """One LSTM layer of ``n`` cores (each its own weights and state) over the same inputs, one node of the graph:
+    ``(x (T, B, in), keep (T, B), n, then per core h0, c0 (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out
+    (T, B, H), h, c (B, H)``. The cores' input projections are one product (their ``W_ih`` stacked), and so are the
+    gradients of ``x`` and of the ``W_ih``; each core's sequential part runs in C on its columns of it."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
-                w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor,
-                b_hh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        _check(x, keep, h0, c0, w_ih, w_hh, b_ih, b_hh)
+    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, n: int, *tensors: torch.Tensor) -> tuple[Any, ...]:
+        _check(x, keep, *tensors)
+        cores = [tensors[6 * k: 6 * k + 6] for k in range(n)]
         steps, batch = x.shape[:2]
-        hidden = w_hh.shape[1]
-        xproj, keep = _project(x, w_ih, b_ih + b_hh), keep.contiguous()
-        h, c = h0.clone(memory_format=torch.contiguous_format), c0.clone(memory_format=torch.contiguous_format)
-        out, hprev, cprev, tanhc = (_empty(steps, batch, hidden) for _ in range(4))
-        gates = _empty(steps, batch, 4 * hidden)
-        w_t = w_hh.t().contiguous()
-        _crecurrent.lstm_forward(xproj.data_ptr(), w_t.data_ptr(), keep.data_ptr(), h.data_ptr(), c.data_ptr(),
-                                 out.data_ptr(), hprev.data_ptr(), cprev.data_ptr(), gates.data_ptr(),
-                                 tanhc.data_ptr(), steps, batch, hidden)
-        ctx.save_for_backward(x, keep, w_ih, w_hh, hprev, cprev, gates, tanhc)
-        return out, h, c
+        hidden = cores[0][3].shape[1]
+        width = 4 * hidden
+        xproj = _project(x, _stacked([core[2] for core in cores]), _stacked([core[4] + core[5] for core in cores]))
+        keep = keep.contiguous()
+        outputs, records = [], []
+        for k, (h0, c0, _, w_hh, _, _) in enumerate(cores):
+            h, c = _fresh(h0), _fresh(c0)
+            out, hprev, cprev, tanhc = (_empty(steps, batch, hidden) for _ in range(4))
+            gates = _empty(steps, batch, width)
+            w_t = w_hh.t().contiguous()
+            _crecurrent.lstm_forward(xproj.data_ptr() + 4 * k * width, w_t.data_ptr(), keep.data_ptr(), h.data_ptr(),
+                                     c.data_ptr(), out.data_ptr(), hprev.data_ptr(), cprev.data_ptr(),
+                                     gates.data_ptr(), tanhc.data_ptr(), steps, batch, hidden, n * width)
+            outputs += [out, h, c]
+            records += [w_hh, hprev, cprev, gates, tanhc]
+        ctx.n = n
+        ctx.save_for_backward(x, keep, *(core[2] for core in cores), *records)
+        return tuple(outputs)
 
     @staticmethod
-    def backward(ctx: Any, d_out: torch.Tensor, d_h: torch.Tensor,
-                 d_c: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, keep, w_ih, w_hh, hprev, cprev, gates, tanhc = ctx.saved_tensors
-        steps, batch, hidden = hprev.shape
-        d_out = d_out.contiguous()
-        dh, dc = d_h.clone(memory_format=torch.contiguous_format), d_c.clone(memory_format=torch.contiguous_format)
-        dgates, scratch = _empty(steps * batch, 4 * hidden), _empty(batch, hidden)
-        w = w_hh.contiguous()
-        _crecurrent.lstm_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), cprev.data_ptr(),
-                                  gates.data_ptr(), tanhc.data_ptr(), dh.data_ptr(), dc.data_ptr(), dgates.data_ptr(),
-                                  scratch.data_ptr(), steps, batch, hidden)
-        d_x, d_w_ih = _input_grads(ctx, dgates, x, w_ih)
-        d_w_hh = dgates.t() @ hprev.view(-1, hidden) if ctx.needs_input_grad[5] else None
-        d_b = dgates.sum(0) if ctx.needs_input_grad[6] or ctx.needs_input_grad[7] else None
-        return d_x, None, dh, dc, d_w_ih, d_w_hh, d_b, d_b
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        n = ctx.n
+        x, keep, *rest = ctx.saved_tensors
+        w_ihs, records = rest[:n], rest[n:]
+        steps, batch, hidden = records[1].shape
+        width = 4 * hidden
+        dgates, scratch = _empty(steps * batch, n * width), _empty(batch, hidden)
+        states = []
+        for k in range(n):
+            w_hh, _, cprev, gates, tanhc = records[5 * k: 5 * k + 5]
+            d_out, d_h, d_c = grads[3 * k: 3 * k + 3]
+            d_out, dh, dc = d_out.contiguous(), _fresh(d_h), _fresh(d_c)
+            w = w_hh.contiguous()
+            _crecurrent.lstm_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), cprev.data_ptr(),
+                                      gates.data_ptr(), tanhc.data_ptr(), dh.data_ptr(), dc.data_ptr(),
+                                      dgates.data_ptr() + 4 * k * width, scratch.data_ptr(), steps, batch, hidden,
+                                      n * width)
+            states.append((dh, dc))
+        w_ih = _stacked(list(w_ihs))
+        d_x = (dgates @ w_ih).view(x.shape) if ctx.needs_input_grad[0] else None
+        d_w_ih = dgates.t() @ x.reshape(-1, x.shape[-1])
+        d_b = dgates.sum(0)
+        result: list[torch.Tensor | None] = [d_x, None, None]
+        for k, (dh, dc) in enumerate(states):
+            columns = slice(k * width, (k + 1) * width)
+            d_w_hh = dgates[:, columns].t() @ records[5 * k + 1].view(-1, hidden)
+            result += [dh, dc, d_w_ih[columns], d_w_hh, d_b[columns], d_b[columns]]
+        return tuple(result)
 
 
-class _GRULayer(torch.autograd.Function):
-    """One GRU layer, one node: ``(x (T, B, in), keep (T, B), h0 (B, H), W_ih, W_hh, b_ih, b_hh) -> (out (T, B, H),
-    h (B, H))``; the projection holds ``b_ih`` and ``b_hh``'s r and z parts, ``b_hh``'s n part goes to the loop."""
+class _GRULayers(torch.autograd.Function):
+    """One GRU layer of ``n`` cores over the same inputs, one node: ``(x (T, B, in), keep (T, B), n, then per core h0
+    (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out (T, B, H), h (B, H)``; the projection holds ``b_ih`` and
+    ``b_hh``'s r and z parts, ``b_hh``'s n part goes to the loop (as ``_LSTMLayers`` otherwise)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, h0: torch.Tensor, w_ih: torch.Tensor,
-                w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        _check(x, keep, h0, w_ih, w_hh, b_ih, b_hh)
+    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, n: int, *tensors: torch.Tensor) -> tuple[Any, ...]:
+        _check(x, keep, *tensors)
+        cores = [tensors[5 * k: 5 * k + 5] for k in range(n)]
         steps, batch = x.shape[:2]
-        hidden = w_hh.shape[1]
-        bias = b_ih.clone()
-        bias[: 2 * hidden] += b_hh[: 2 * hidden]
-        xproj, keep, b_hn = _project(x, w_ih, bias), keep.contiguous(), b_hh[2 * hidden:].contiguous()
-        h = h0.clone(memory_format=torch.contiguous_format)
-        out, hprev = _empty(steps, batch, hidden), _empty(steps, batch, hidden)
-        parts, scratch = _empty(steps, batch, 4 * hidden), _empty(batch, 3 * hidden)
-        w_t = w_hh.t().contiguous()
-        _crecurrent.gru_forward(xproj.data_ptr(), w_t.data_ptr(), b_hn.data_ptr(), keep.data_ptr(), h.data_ptr(),
-                                out.data_ptr(), hprev.data_ptr(), parts.data_ptr(),
-                                scratch.data_ptr(), steps, batch, hidden)
-        ctx.save_for_backward(x, keep, w_ih, w_hh, hprev, parts)
-        return out, h
+        hidden = cores[0][2].shape[1]
+        width = 3 * hidden
+        biases = []
+        for _, _, _, b_ih, b_hh in cores:
+            bias = b_ih.clone()
+            bias[: 2 * hidden] += b_hh[: 2 * hidden]
+            biases.append(bias)
+        xproj = _project(x, _stacked([core[1] for core in cores]), _stacked(biases))
+        keep = keep.contiguous()
+        outputs, records = [], []
+        for k, (h0, _, w_hh, _, b_hh) in enumerate(cores):
+            h, b_hn = _fresh(h0), b_hh[2 * hidden:].contiguous()
+            out, hprev = _empty(steps, batch, hidden), _empty(steps, batch, hidden)
+            parts, scratch = _empty(steps, batch, 4 * hidden), _empty(batch, width)
+            w_t = w_hh.t().contiguous()
+            _crecurrent.gru_forward(xproj.data_ptr() + 4 * k * width, w_t.data_ptr(), b_hn.data_ptr(),
+                                    keep.data_ptr(), h.data_ptr(), out.data_ptr(), hprev.data_ptr(),
+                                    parts.data_ptr(), scratch.data_ptr(), steps, batch, hidden, n * width)
+            outputs += [out, h]
+            records += [w_hh, hprev, parts]
+        ctx.n = n
+        ctx.save_for_backward(x, keep, *(core[1] for core in cores), *records)
+        return tuple(outputs)
 
     @staticmethod
-    def backward(ctx: Any, d_out: torch.Tensor, d_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, keep, w_ih, w_hh, hprev, parts = ctx.saved_tensors
-        steps, batch, hidden = hprev.shape
-        d_out = d_out.contiguous()
-        dh = d_h.clone(memory_format=torch.contiguous_format)
-        dx, drec, scratch = _empty(steps * batch, 3 * hidden), _empty(steps * batch, 3 * hidden), _empty(batch, hidden)
-        w = w_hh.contiguous()
-        _crecurrent.gru_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), hprev.data_ptr(),
-                                 parts.data_ptr(), dh.data_ptr(), dx.data_ptr(), drec.data_ptr(),
-                                 scratch.data_ptr(), steps, batch, hidden)
-        d_x, d_w_ih = _input_grads(ctx, dx, x, w_ih)
-        d_w_hh = drec.t() @ hprev.view(-1, hidden) if ctx.needs_input_grad[4] else None
-        d_b_ih = dx.sum(0) if ctx.needs_input_grad[5] else None
-        d_b_hh = torch.cat([d_b_ih[: 2 * hidden] if d_b_ih is not None else dx[:, : 2 * hidden].sum(0),
-                            drec[:, 2 * hidden:].sum(0)]) if ctx.needs_input_grad[6] else None
-        return d_x, None, dh, d_w_ih, d_w_hh, d_b_ih, d_b_hh
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        n = ctx.n
+        x, keep, *rest = ctx.saved_tensors
+        w_ihs, records = rest[:n], rest[n:]
+        steps, batch, hidden = records[1].shape
+        width = 3 * hidden
+        dx, scratch = _empty(steps * batch, n * width), _empty(batch, hidden)
+        states = []
+        for k in range(n):
+            w_hh, hprev, parts = records[3 * k: 3 * k + 3]
+            d_out, dh = grads[2 * k].contiguous(), _fresh(grads[2 * k + 1])
+            drec, w = _empty(steps * batch, width), w_hh.contiguous()
+            _crecurrent.gru_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), hprev.data_ptr(),
+                                     parts.data_ptr(), dh.data_ptr(), dx.data_ptr() + 4 * k * width, drec.data_ptr(),
+                                     scratch.data_ptr(), steps, batch, hidden, n * width)
+            states.append((dh, drec))
+        w_ih = _stacked(list(w_ihs))
+        d_x = (dx @ w_ih).view(x.shape) if ctx.needs_input_grad[0] else None
+        d_w_ih = dx.t() @ x.reshape(-1, x.shape[-1])
+        d_b_ih = dx.sum(0)
+        result: list[torch.Tensor | None] = [d_x, None, None]
+        for k, (dh, drec) in enumerate(states):
+            columns = slice(k * width, (k + 1) * width)
+            d_w_hh = drec.t() @ records[3 * k + 1].view(-1, hidden)
+            d_b_hh = torch.cat([d_b_ih[k * width: k * width + 2 * hidden], drec[:, 2 * hidden:].sum(0)])
+            result += [dh, d_w_ih[columns], d_w_hh, d_b_ih[columns], d_b_hh]
+        return tuple(result)
+
+
+def _check_rnn(rnn: torch.nn.Module) -> None:
+    if (rnn.bidirectional or rnn.batch_first or not rnn.bias or getattr(rnn, "proj_size", 0)
+            or (rnn.dropout and rnn.num_layers > 1)):
+        raise ValueError("zoo.accel.recurrent_scan runs one-directional, time-major rnns with biases, no projection "
+                         "and no dropout (as RecurrentCore builds them): use the module itself for others")
+
+
+def _layer(rnns: list[torch.nn.Module], kind: str, x: torch.Tensor, states: list[Any], keep: torch.Tensor,
+           layer: int) -> list[tuple[torch.Tensor, ...]]:
+    """Layer ``layer`` of every rnn in ``rnns`` over the same ``x``: per rnn ``(out, h, c)`` or ``(out, h)``."""
+    tensors: list[torch.Tensor] = []
+    for rnn, state in zip(rnns, states, strict=True):
+        weights = [getattr(rnn, f"{name}_l{layer}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        tensors += [state[0][layer], state[1][layer], *weights] if kind == "lstm" else [state[layer], *weights]
+    per = 3 if kind == "lstm" else 2
+    outputs = (_LSTMLayers if kind == "lstm" else _GRULayers).apply(x, keep, len(rnns), *tensors)
+    return [tuple(outputs[per * k: per * (k + 1)]) for k in range(len(rnns))]
+
+
+def unroll_cores(rnns: list[torch.nn.Module], kind: str, x: torch.Tensor, states: list[Any], keep: torch.Tensor,
+                 final: bool = True) -> list[tuple[torch.Tensor, Any]]:
+    """``unroll`` of several rnns of one kind and size over the same ``x`` (an actor's and a critic's core): their
+    first layers as one node with one input projection; per rnn its outputs and final state."""
+    for rnn in rnns:
+        _check_rnn(rnn)
+    keep = keep.to(torch.float32)
+    layers = rnns[0].num_layers
+    first = _layer(rnns, kind, x, states, keep, 0)
+    results = []
+    for rnn, state, (out, *final_state) in zip(rnns, states, first, strict=True):
+        finals = [final_state]
+        for layer in range(1, layers):
+            out, *final_state = _layer([rnn], kind, out, [state], keep, layer)[0]
+            finals.append(final_state)
+        if not final:
+            results.append((out, None))
+        elif kind == "lstm":
+            results.append((out, (torch.stack([f[0] for f in finals]), torch.stack([f[1] for f in finals]))))
+        else:
+            results.append((out, torch.stack([f[0] for f in finals])))
+    return results
 
 
 def unroll(rnn: torch.nn.Module, kind: str, x: torch.Tensor, state: Any, keep: torch.Tensor,
@@ -185,26 +271,7 @@ def unroll(rnn: torch.nn.Module, kind: str, x: torch.Tensor, state: Any, keep: t
     ``state`` (``(h, c)`` or ``h``, each ``(layers, B, H)``), every layer's state zeroed before step ``t`` where
     ``keep[t]`` ``(T, B)`` is 0: the last layer's outputs ``(T, B, H)`` and the state after the last step, as the
     module returns them (None where ``final`` is False)."""
-    if (rnn.bidirectional or rnn.batch_first or not rnn.bias or getattr(rnn, "proj_size", 0)
-            or (rnn.dropout and rnn.num_layers > 1)):
-        raise ValueError("zoo.accel.recurrent_scan runs one-directional, time-major rnns with biases, no projection "
-                         "and no dropout (as RecurrentCore builds them): use the module itself for others")
-    keep = keep.to(torch.float32)
-    finals: list[list[torch.Tensor]] = [[], []]
-    for layer in range(rnn.num_layers):
-        weights = (getattr(rnn, f"weight_ih_l{layer}"), getattr(rnn, f"weight_hh_l{layer}"),
-                   getattr(rnn, f"bias_ih_l{layer}"), getattr(rnn, f"bias_hh_l{layer}"))
-        if kind == "lstm":
-            x, h, c = _LSTMLayer.apply(x, keep, state[0][layer], state[1][layer], *weights)
-            finals[1].append(c)
-        else:
-            x, h = _GRULayer.apply(x, keep, state[layer], *weights)
-        finals[0].append(h)
-    if not final:
-        return x, None
-    if kind == "lstm":
-        return x, (torch.stack(finals[0]), torch.stack(finals[1]))
-    return x, torch.stack(finals[0])
+    return unroll_cores([rnn], kind, x, [state], keep, final)[0]
 
 
 class StepBuffers:
@@ -228,13 +295,13 @@ class StepBuffers:
             self._call = functools.partial(
                 _crecurrent.lstm_forward, address(self.xproj), address(self.w_t), address(self.keep),
                 address(self.h), address(self.c), address(self.out), address(hprev), address(cprev), address(gates),
-                address(tanhc), 1, batch, hidden)
+                address(tanhc), 1, batch, hidden, width)
         else:
             hprev, parts = self._records[0], self._records[3]
             self._call = functools.partial(
                 _crecurrent.gru_forward, address(self.xproj), address(self.w_t), address(self.b_hn),
                 address(self.keep), address(self.h), address(self.out), address(hprev), address(parts),
-                address(self._scratch), 1, batch, hidden)
+                address(self._scratch), 1, batch, hidden, width)
 
     def run(self) -> None:
         """The step: reads ``xproj`` and the state, writes the state and ``out``."""

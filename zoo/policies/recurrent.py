@@ -28,7 +28,7 @@ from torch import nn
 from ..accel import recurrent_scan
 from .networks import ActorCritic
 
-__all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore", "Segments", "zero_where"]
+__all__ = ["RECURRENT_KINDS", "RecurrentActorCritic", "RecurrentCore", "Segments", "unroll_with_loops", "zero_where"]
 
 RECURRENT_KINDS = ("none", "lstm", "gru")
 
@@ -70,12 +70,14 @@ class RecurrentCore(nn.Module):
         """Zeros ``(batch, layers, S)``: the memory an episode starts with."""
         return torch.zeros(batch, self.layers, self.state_size, device=device)
 
-    def _state(self, memory: torch.Tensor) -> Any:
-        """The memory ``(B, layers, S)`` as the rnn's state: ``(h, c)`` (LSTM) or ``h``, each ``(layers, B, H)``."""
+    def _state(self, memory: torch.Tensor, contiguous: bool = True) -> Any:
+        """The memory ``(B, layers, S)`` as the rnn's state: ``(h, c)`` (LSTM) or ``h``, each ``(layers, B, H)``
+        (views where not ``contiguous``: the compiled loops copy what they read)."""
         if self.kind == "lstm":
-            return (memory[..., : self.hidden].transpose(0, 1).contiguous(),
-                    memory[..., self.hidden:].transpose(0, 1).contiguous())
-        return memory.transpose(0, 1).contiguous()
+            state = (memory[..., : self.hidden].transpose(0, 1), memory[..., self.hidden:].transpose(0, 1))
+            return tuple(part.contiguous() for part in state) if contiguous else state
+        state = memory.transpose(0, 1)
+        return state.contiguous() if contiguous else state
 
     def _memory(self, state: Any) -> torch.Tensor:
         """The rnn's state back as memory ``(B, layers, S)``."""
@@ -92,10 +94,7 @@ class RecurrentCore(nn.Module):
         their layout and padded inputs where the caller made them already, for several cores on the same inputs).
         On the CPU in float32 the compiled loops of ``zoo.accel.recurrent_scan`` run it whole, resets inside."""
         if self.uses_loops(x, episode_start, final):
-            keep = (x.new_ones(x.shape[:2]) if episode_start is None
-                    else (~episode_start.to(dtype=torch.bool)).to(x.dtype))
-            out, state = recurrent_scan.unroll(self.rnn, self.kind, x, self._state(memory), keep, final)
-            return out, self._memory(state) if final else None
+            return unroll_with_loops([self], x, [memory], episode_start, final)[0]
         if episode_start is not None:
             memory = zero_where(memory, episode_start[0])
         if episode_start is None or x.shape[0] == 1 or not bool(episode_start[1:].any()):
@@ -129,6 +128,17 @@ class RecurrentCore(nn.Module):
         starts = memory.new_zeros(segments.count, self.layers, self.state_size).index_put((segments.first,), memory)
         out, _ = self.rnn(segments.padded, self._state(starts))
         return out[segments.offset, segments.segment].reshape(segments.batch, segments.steps, -1).transpose(0, 1)
+
+
+def unroll_with_loops(cores: list[RecurrentCore], x: torch.Tensor, memories: list[torch.Tensor],
+                      episode_start: torch.Tensor | None, final: bool) -> list[tuple[torch.Tensor, Any]]:
+    """Cores of one kind and size (an actor's and a critic's) over the same ``x``, each from its memory, through
+    ``zoo.accel.recurrent_scan``'s loops (where ``uses_loops``): per core ``RecurrentCore.forward``'s outputs and
+    memory; their first layers as one node with one input projection."""
+    keep = x.new_ones(x.shape[:2]) if episode_start is None else (~episode_start.to(dtype=torch.bool)).to(x.dtype)
+    states = [core._state(memory, contiguous=False) for core, memory in zip(cores, memories, strict=True)]
+    results = recurrent_scan.unroll_cores([core.rnn for core in cores], cores[0].kind, x, states, keep, final)
+    return [(out, core._memory(state) if final else None) for core, (out, state) in zip(cores, results, strict=True)]
 
 
 class Segments:
@@ -200,12 +210,20 @@ class RecurrentActorCritic(nn.Module):
                             "(an update calls self.forward_batch(batch), zoo.policies.memory)")
         features = self._features(obs)
         layers, heads = self.layers, self.heads
-        segments = None  # two cores on the same inputs: the segments cut once (learning, episodes starting inside)
-        if (not final and self.critic_core is not None and value and episode_start is not None
-                and features.shape[0] > 1 and not self.actor_core.uses_loops(features, episode_start, final)
-                and bool(episode_start[1:].any())):
-            segments = Segments(features, episode_start)
-        actor, actor_memory = self.actor_core(features, memory[:, :layers], episode_start, final, segments)
+        both_cores = self.critic_core is not None and value
+        if both_cores and self.actor_core.uses_loops(features, episode_start, final):  # one node for both
+            (actor, actor_memory), (critic, critic_memory) = unroll_with_loops(
+                [self.actor_core, self.critic_core], features, [memory[:, :layers], memory[:, layers:]],
+                episode_start, final)
+        else:
+            segments = None  # two cores on the same inputs: the segments cut once (learning, episodes inside)
+            if (not final and both_cores and episode_start is not None and features.shape[0] > 1
+                    and bool(episode_start[1:].any())):
+                segments = Segments(features, episode_start)
+            actor, actor_memory = self.actor_core(features, memory[:, :layers], episode_start, final, segments)
+            if both_cores:
+                critic, critic_memory = self.critic_core(features, memory[:, layers:], episode_start, final,
+                                                         segments)
         if self.critic_core is None:
             if heads.shared:
                 latent = heads._mlp(heads._actor_hidden, actor)
@@ -216,7 +234,6 @@ class RecurrentActorCritic(nn.Module):
         output = heads._policy(heads._mlp(heads._actor_hidden, actor))
         if not value:
             return output, None, None if actor_memory is None else torch.cat([actor_memory, memory[:, layers:]], 1)
-        critic, critic_memory = self.critic_core(features, memory[:, layers:], episode_start, final, segments)
         both = None if actor_memory is None else torch.cat([actor_memory, critic_memory], 1)
         return output, heads._value(heads._mlp(heads._critic_hidden, critic)), both
 
