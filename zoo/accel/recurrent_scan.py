@@ -97,6 +97,23 @@ def _fresh(state: torch.Tensor) -> torch.Tensor:
     return state.clone(memory_format=torch.contiguous_format)
 
 
+def _saved(ctx: Any) -> tuple[int, torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor], int, int, int]:
+    """What a layers node saved: ``n``, ``x``, ``keep``, the cores' ``W_ih``, their records (the first is a core's
+    ``W_hh``, the second its states before each step, ``(T, B, H)``), and ``T``, ``B``, ``H``."""
+    n = ctx.n
+    x, keep, *rest = ctx.saved_tensors
+    records = rest[n:]
+    return (n, x, keep, rest[:n], records, *records[1].shape)
+
+
+def _input_grads(ctx: Any, d_xproj: torch.Tensor, x: torch.Tensor,
+                 w_ihs: list[torch.Tensor]) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """From the gradient of the cores' stacked projections ``(T * B, n * G)``: the gradients of ``x`` (None where not
+    wanted), of the stacked ``W_ih`` and of the stacked projection bias."""
+    d_x = (d_xproj @ _stacked(w_ihs)).view(x.shape) if ctx.needs_input_grad[0] else None
+    return d_x, d_xproj.t() @ x.reshape(-1, x.shape[-1]), d_xproj.sum(0)
+
+
 class _LSTMLayers(torch.autograd.Function):
     """One LSTM layer of ``n`` cores (each its own weights and state) over the same inputs, one node of the graph:
     ``(x (T, B, in), keep (T, B), n, then per core h0, c0 (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out
@@ -129,10 +146,7 @@ class _LSTMLayers(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        n = ctx.n
-        x, keep, *rest = ctx.saved_tensors
-        w_ihs, records = rest[:n], rest[n:]
-        steps, batch, hidden = records[1].shape
+        n, x, keep, w_ihs, records, steps, batch, hidden = _saved(ctx)
         width = 4 * hidden
         dgates, scratch = _empty(steps * batch, n * width), _empty(batch, hidden)
         states = []
@@ -146,10 +160,7 @@ class _LSTMLayers(torch.autograd.Function):
                                       dgates.data_ptr() + 4 * k * width, scratch.data_ptr(), steps, batch, hidden,
                                       n * width)
             states.append((dh, dc))
-        w_ih = _stacked(list(w_ihs))
-        d_x = (dgates @ w_ih).view(x.shape) if ctx.needs_input_grad[0] else None
-        d_w_ih = dgates.t() @ x.reshape(-1, x.shape[-1])
-        d_b = dgates.sum(0)
+        d_x, d_w_ih, d_b = _input_grads(ctx, dgates, x, w_ihs)
         result: list[torch.Tensor | None] = [d_x, None, None]
         for k, (dh, dc) in enumerate(states):
             columns = slice(k * width, (k + 1) * width)
@@ -194,10 +205,7 @@ class _GRULayers(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        n = ctx.n
-        x, keep, *rest = ctx.saved_tensors
-        w_ihs, records = rest[:n], rest[n:]
-        steps, batch, hidden = records[1].shape
+        n, x, keep, w_ihs, records, steps, batch, hidden = _saved(ctx)
         width = 3 * hidden
         dx, scratch = _empty(steps * batch, n * width), _empty(batch, hidden)
         states = []
@@ -209,10 +217,7 @@ class _GRULayers(torch.autograd.Function):
                                      parts.data_ptr(), dh.data_ptr(), dx.data_ptr() + 4 * k * width, drec.data_ptr(),
                                      scratch.data_ptr(), steps, batch, hidden, n * width)
             states.append((dh, drec))
-        w_ih = _stacked(list(w_ihs))
-        d_x = (dx @ w_ih).view(x.shape) if ctx.needs_input_grad[0] else None
-        d_w_ih = dx.t() @ x.reshape(-1, x.shape[-1])
-        d_b_ih = dx.sum(0)
+        d_x, d_w_ih, d_b_ih = _input_grads(ctx, dx, x, w_ihs)
         result: list[torch.Tensor | None] = [d_x, None, None]
         for k, (dh, drec) in enumerate(states):
             columns = slice(k * width, (k + 1) * width)
