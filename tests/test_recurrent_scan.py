@@ -118,6 +118,9 @@ def test_cores_unrolled_together_equal_each_unrolled_alone(kind, layers, hidden)
         return torch.autograd.grad(loss, leaves)
 
     together = recurrent_scan.unroll_cores(rnns, kind, x, states, keep)
+    with pytest.raises(ValueError, match="of one size"):
+        recurrent_scan.unroll_cores([rnns[0], (nn.LSTM if kind == "lstm" else nn.GRU)(5, hidden + 1, layers)], kind,
+                                    x, states[:2], keep)
     alone = [recurrent_scan.unroll(rnn, kind, x, state, keep) for rnn, state in zip(rnns, states, strict=True)]
     for (out, final), (ref_out, ref_final) in zip(together, alone, strict=True):
         torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-6)

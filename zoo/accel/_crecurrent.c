@@ -72,7 +72,7 @@ ZOO_INLINE float ztanh(float x) { return copysignf(1.0f - 2.0f / (zexp(2.0f * fa
 #define ZS 64
 
 ZOO_INLINE void tile_rows4(const float *restrict a, Py_ssize_t lda, const float *restrict w, float *restrict out,
-                              Py_ssize_t K, Py_ssize_t N, Py_ssize_t c0) {
+                           Py_ssize_t K, Py_ssize_t N, Py_ssize_t c0) {
     float acc[ZR][ZS];
     for (int r = 0; r < ZR; r++) {
         for (int i = 0; i < ZS; i++) {
@@ -96,7 +96,7 @@ ZOO_INLINE void tile_rows4(const float *restrict a, Py_ssize_t lda, const float 
 }
 
 ZOO_INLINE void tile_row1(const float *restrict a, const float *restrict w, float *restrict out, Py_ssize_t K,
-                             Py_ssize_t N, Py_ssize_t c0) {
+                          Py_ssize_t N, Py_ssize_t c0) {
     float acc[ZS];
     for (int i = 0; i < ZS; i++) {
         acc[i] = out[c0 + i];
@@ -114,7 +114,7 @@ ZOO_INLINE void tile_row1(const float *restrict a, const float *restrict w, floa
 }
 
 ZOO_INLINE void gemm_acc(const float *restrict a, Py_ssize_t lda, const float *restrict w, float *restrict out,
-                            Py_ssize_t B, Py_ssize_t K, Py_ssize_t N) {
+                         Py_ssize_t B, Py_ssize_t K, Py_ssize_t N) {
     const Py_ssize_t whole = N - N % ZS;
     for (Py_ssize_t b = 0; b < B; b += ZR) {
         const Py_ssize_t rows = B - b < ZR ? B - b : ZR;
@@ -175,8 +175,8 @@ ZOO_INLINE void reset_rows(const float *state, const float *keep, float *out, Py
 
 /* LSTM: the new cell, its tanh and the output from the activated gates and the cell after the reset. */
 ZOO_INLINE void lstm_cell(const float *restrict ig, const float *restrict fg, const float *restrict cg,
-                             const float *restrict og, const float *restrict cp, float *restrict c,
-                             float *restrict tc, float *restrict h, float *restrict out, Py_ssize_t H) {
+                          const float *restrict og, const float *restrict cp, float *restrict c,
+                          float *restrict tc, float *restrict h, float *restrict out, Py_ssize_t H) {
     for (Py_ssize_t i = 0; i < H; i++) {
         const float cell = fg[i] * cp[i] + ig[i] * cg[i];
         const float tcell = ztanh(cell);
@@ -191,10 +191,10 @@ ZOO_INLINE void lstm_cell(const float *restrict ig, const float *restrict fg, co
 /* LSTM backward: the pre-activation gates' gradients from the output's (dh + dout) and the cell's (dc, updated to
  * the gradient of the cell after the reset, before its keep). */
 ZOO_INLINE void lstm_cell_back(const float *restrict ig, const float *restrict fg, const float *restrict cg,
-                                  const float *restrict og, const float *restrict tc, const float *restrict cp,
-                                  const float *restrict dout, const float *restrict dh, float *restrict dc,
-                                  float *restrict di, float *restrict df, float *restrict dg, float *restrict dO,
-                                  Py_ssize_t H) {
+                               const float *restrict og, const float *restrict tc, const float *restrict cp,
+                               const float *restrict dout, const float *restrict dh, float *restrict dc,
+                               float *restrict di, float *restrict df, float *restrict dg, float *restrict dO,
+                               Py_ssize_t H) {
     for (Py_ssize_t i = 0; i < H; i++) {
         const float dhi = dh[i] + dout[i];
         const float dci = dc[i] + dhi * og[i] * (1.0f - tc[i] * tc[i]);
@@ -208,10 +208,10 @@ ZOO_INLINE void lstm_cell_back(const float *restrict ig, const float *restrict f
 
 /* GRU: r, z, n and W_hn h + b_hn recorded, the new state and output, from the input part x and recurrent part rec. */
 ZOO_INLINE void gru_cell(const float *restrict xr, const float *restrict xz, const float *restrict xn,
-                            const float *restrict rr, const float *restrict rz, const float *restrict rn,
-                            const float *restrict b_hn, const float *restrict hp, float *restrict pr,
-                            float *restrict pz, float *restrict pn, float *restrict phn, float *restrict h,
-                            float *restrict out, Py_ssize_t H) {
+                         const float *restrict rr, const float *restrict rz, const float *restrict rn,
+                         const float *restrict b_hn, const float *restrict hp, float *restrict pr,
+                         float *restrict pz, float *restrict pn, float *restrict phn, float *restrict h,
+                         float *restrict out, Py_ssize_t H) {
     for (Py_ssize_t i = 0; i < H; i++) {
         const float r = zsigmoid(xr[i] + rr[i]);
         const float z = zsigmoid(xz[i] + rz[i]);
@@ -230,10 +230,10 @@ ZOO_INLINE void gru_cell(const float *restrict xr, const float *restrict xz, con
 /* GRU backward: the gradients of the input part (dx*), of the recurrent part (dr*) and of the state before the step
  * through z alone (direct). */
 ZOO_INLINE void gru_cell_back(const float *restrict pr, const float *restrict pz, const float *restrict pn,
-                                 const float *restrict phn, const float *restrict hp, const float *restrict dout,
-                                 const float *restrict dh, float *restrict dxr, float *restrict dxz,
-                                 float *restrict dxn, float *restrict drr, float *restrict drz, float *restrict drn,
-                                 float *restrict direct, Py_ssize_t H) {
+                              const float *restrict phn, const float *restrict hp, const float *restrict dout,
+                              const float *restrict dh, float *restrict dxr, float *restrict dxz,
+                              float *restrict dxn, float *restrict drr, float *restrict drz, float *restrict drn,
+                              float *restrict direct, Py_ssize_t H) {
     for (Py_ssize_t i = 0; i < H; i++) {
         const float r = pr[i], z = pz[i], n = pn[i];
         const float dhi = dh[i] + dout[i];
@@ -367,7 +367,8 @@ static PyObject *py_lstm_backward(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    lstm_backward(F(dout), F(w), F(keep), F(cprev), F(gates), F(tanhc), F(dh), F(dc), F(dgates), F(scratch), T, B, H, S);
+    lstm_backward(F(dout), F(w), F(keep), F(cprev), F(gates), F(tanhc), F(dh), F(dc), F(dgates), F(scratch), T, B, H,
+                  S);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -400,7 +401,8 @@ static PyObject *py_gru_backward(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"lstm_forward", py_lstm_forward, METH_VARARGS,
-     "lstm_forward(xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc, T, B, H, S): addresses, then sizes (S: the row stride of xproj)."},
+     "lstm_forward(xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc, T, B, H, S): addresses, then sizes "
+     "(S: the row stride of xproj)."},
     {"lstm_backward", py_lstm_backward, METH_VARARGS,
      "lstm_backward(dout, w, keep, cprev, gates, tanhc, dh, dc, dgates, scratch, T, B, H, S) (S: of dgates)."},
     {"gru_forward", py_gru_forward, METH_VARARGS,

@@ -89,15 +89,18 @@ class NumpyCore:
 
 
 class _LayerStep:
-    """One layer's step through the compiled loops (``recurrent_scan.step_layer``, T = 1, no reset: the actor has
-    zeroed the memory already), on buffers made once; the weights as contiguous copies."""
+    """One layer's step through the compiled loops (``recurrent_scan.step_buffers``, T = 1, no reset: the actor has
+    zeroed the memory already) on buffers made once. ``w_ih`` ``(in, G)`` and ``w_hh`` ``(H, G)`` are transposed, as
+    ``NumpyCore`` holds them; kept as contiguous copies (the weights do not change during a rollout)."""
 
     def __init__(self, kind: str, w_ih: np.ndarray, w_hh: np.ndarray, b_ih: np.ndarray, b_hh: np.ndarray,
                  batch: int) -> None:
         self.kind, hidden = kind, w_hh.shape[0]
         self.hidden = hidden
         self.w_ih = np.ascontiguousarray(w_ih)
-        self.bias = b_ih + b_hh if kind == "lstm" else b_ih + np.concatenate([b_hh[: 2 * hidden], 0 * b_hh[:hidden]])
+        # The projection's bias: b_hh whole for the LSTM, only its r and z parts for the GRU (its n part is the loop's).
+        self.bias = b_ih + b_hh if kind == "lstm" else b_ih + np.concatenate([b_hh[: 2 * hidden],
+                                                                             np.zeros_like(b_hh[:hidden])])
         self.buffers = recurrent_scan.step_buffers(kind, np.ascontiguousarray(w_hh), b_hh[2 * hidden:], batch)
 
     def __call__(self, x: np.ndarray, state: np.ndarray) -> np.ndarray:

@@ -252,6 +252,8 @@ def unroll_cores(rnns: list[torch.nn.Module], kind: str, x: torch.Tensor, states
     first layers as one node with one input projection; per rnn its outputs and final state."""
     for rnn in rnns:
         _check_rnn(rnn)
+    if len({(rnn.input_size, rnn.hidden_size, rnn.num_layers) for rnn in rnns}) > 1:
+        raise ValueError("unroll_cores takes rnns of one size (inputs, hidden units, layers): unroll others apart")
     keep = keep.to(torch.float32)
     layers = rnns[0].num_layers
     first = _layer(rnns, kind, x, states, keep, 0)
