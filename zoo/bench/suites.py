@@ -15,7 +15,8 @@ training (the runner's ``final_eval.json``). Suites:
   ``policy.type`` (the same entries as ``mujoco``'s: each trained once).
 - ``memory``: PPO with an LSTM, with a GRU, without memory and with 4 stacked frames on CartPoleNoVel-v1 (CartPole
   without velocities), the same settings (configs/ppo_lstm_cartpole_novel.py) and a fixed 200k budget; PPO with an
-  LSTM and without memory on PendulumNoVel-v1 (configs/ppo_lstm_pendulum_novel.py, 300k); PPO with an LSTM, a GRU,
+  LSTM, a GRU, without memory and with 4 stacked frames on PendulumNoVel-v1 (configs/ppo_lstm_pendulum_novel.py,
+  300k); PPO with an LSTM, a GRU,
   without memory and with 4 stacked frames on popgym's RepeatFirstEasy (configs/ppo_lstm_repeat_first.py, 200k;
   needs ``pip install 'zoo-rl[popgym]'``).
 - ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
@@ -170,6 +171,10 @@ BUILTIN_SUITES: dict[str, tuple[Entry, ...]] = {
         Entry("ppo_lstm_pendulum_novel", "ppo_lstm_pendulum_novel.py", (*_EVAL, "pipeline.eval_every=20"), 3.0),
         Entry("ppo_ff_pendulum_novel", "ppo_lstm_pendulum_novel.py",
               ("policy.recurrent=none", *_EVAL, "pipeline.eval_every=20"), 1.2),
+        Entry("ppo_gru_pendulum_novel", "ppo_lstm_pendulum_novel.py",
+              ("policy.recurrent=gru", *_EVAL, "pipeline.eval_every=20"), 3.0),
+        Entry("ppo_stack4_pendulum_novel", "ppo_lstm_pendulum_novel.py",
+              ("policy.recurrent=none", "env.kwargs={'frames': 4}", *_EVAL, "pipeline.eval_every=20"), 1.2),
         # popgym's RepeatFirstEasy: the first card's suit, said at every step up to 51 steps later (zoo-rl[popgym])
         Entry("ppo_lstm_repeat_first", "ppo_lstm_repeat_first.py", _REPEAT, 2.0),
         Entry("ppo_gru_repeat_first", "ppo_lstm_repeat_first.py", ("policy.recurrent=gru", *_REPEAT), 3.5),
