@@ -32,6 +32,14 @@ def _loss(out, state, weights):
     return (out * weights).sum() + sum((i + 1.0) * f.square().sum() for i, f in enumerate(finals))
 
 
+@pytest.fixture(params=["in the loop", "before the loop"])
+def projection(request, monkeypatch):
+    """The input projection both ways: step by step inside the loops (inputs of at most STEP_INPUTS features) and
+    as one product before them (wider inputs)."""
+    monkeypatch.setattr(recurrent_scan, "STEP_INPUTS", 10_000 if request.param == "in the loop" else 0)
+    return request.param
+
+
 KEEPS = {
     "none": lambda T, B: torch.ones(T, B),
     "first": lambda T, B: torch.ones(T, B).index_fill_(0, torch.tensor([0]), 0.0),
@@ -45,7 +53,7 @@ KEEPS = {
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("resets", list(KEEPS))
 @pytest.mark.parametrize("steps,batch", [(9, 5), (1, 3), (6, 1)])
-def test_the_loop_equals_the_module_stepped_with_resets(kind, layers, resets, steps, batch):
+def test_the_loop_equals_the_module_stepped_with_resets(kind, layers, resets, steps, batch, projection):
     torch.manual_seed(0)
     hidden, width = 7, 3
     rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(width, hidden, layers)
@@ -75,7 +83,7 @@ def test_the_loop_equals_the_module_stepped_with_resets(kind, layers, resets, st
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("hidden", [64, 100])
 @pytest.mark.parametrize("batch", [8, 7])
-def test_a_wider_core_matches_too(kind, hidden, batch):
+def test_a_wider_core_matches_too(kind, hidden, batch, projection):
     """At real widths with resets inside: the same values as the module. The products' register tiles (4 rows x 64
     columns) whole, with columns left over (100 units: 36 of the backward's, 16 of the LSTM forward's 400) and with
     rows left over (7 sequences: one tile of 4, then 3 rows one at a time)."""
@@ -97,7 +105,7 @@ def test_a_wider_core_matches_too(kind, hidden, batch):
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("layers,hidden", [(1, 64), (2, 7)])
-def test_cores_unrolled_together_equal_each_unrolled_alone(kind, layers, hidden):
+def test_cores_unrolled_together_equal_each_unrolled_alone(kind, layers, hidden, projection):
     """unroll_cores (an actor's and a critic's core: one input projection, each core's loop on its columns of it)
     gives each rnn the outputs, final state and gradients (of x, the states and every parameter) it has alone."""
     torch.manual_seed(4)
@@ -158,6 +166,17 @@ def test_the_core_gives_the_same_with_the_loops_and_with_torchs_modules(kind, fi
         torch.testing.assert_close(fast[1], slow[1], atol=2e-6, rtol=1e-5)
     for a, b in zip(fast[2], slow[2], strict=True):
         torch.testing.assert_close(a, b, atol=5e-5, rtol=1e-4)
+
+
+def test_a_few_input_features_are_projected_inside_the_loops():
+    """Inputs of up to STEP_INPUTS features: no projection made before the loops (each core gets x, W_ih^T and its
+    bias); wider ones: one product for all cores."""
+    limit = recurrent_scan.STEP_INPUTS
+    w_ihs, biases = [torch.randn(8, limit + 1) for _ in range(2)], [torch.randn(8) for _ in range(2)]
+    xproj, stepwise = recurrent_scan._inputs(torch.randn(3, 2, limit), [w[:, :limit] for w in w_ihs], biases)
+    assert xproj is None and [s[1].shape for s in stepwise] == [(limit, 8)] * 2
+    xproj, stepwise = recurrent_scan._inputs(torch.randn(3, 2, limit + 1), w_ihs, biases)
+    assert xproj.shape == (3, 2, 16) and stepwise == [None, None]
 
 
 def test_where_the_loops_apply():

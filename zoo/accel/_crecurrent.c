@@ -141,10 +141,24 @@ ZOO_INLINE void gemm_acc(const float *restrict a, Py_ssize_t lda, const float *r
     }
 }
 
-/* out (B, G) = in (B rows of G, S apart; NULL: zeros) + h (B, H) @ w_t (H, G). */
-ZOO_INLINE void add_product(const float *in, Py_ssize_t S, const float *h, const float *w_t, float *out,
-                            Py_ssize_t B, Py_ssize_t H, Py_ssize_t G) {
-    if (in == NULL) {
+/* out (B, G) = bias (G) + x (B, K) @ w_in (K, G): the input projection of one step, taken inside the loop (inputs of
+ * a few features: no (T, B, G) projection made and read back). */
+ZOO_INLINE void input_part(const float *x, const float *w_in, const float *bias, float *out, Py_ssize_t B,
+                           Py_ssize_t K, Py_ssize_t G) {
+    for (Py_ssize_t b = 0; b < B; b++) {
+        memcpy(out + b * G, bias, (size_t)G * sizeof(float));
+    }
+    gemm_acc(x, K, w_in, out, B, K, G);
+}
+
+/* out (B, G) = the input part + h (B, H) @ w_t (H, G). The input part: where x is given, input_part's; else the rows
+ * of in (G of each, S apart: the projection made before the loop, biases included); else zeros. */
+ZOO_INLINE void add_product(const float *in, Py_ssize_t S, const float *x, const float *w_in, const float *bias,
+                            Py_ssize_t K, const float *h, const float *w_t, float *out, Py_ssize_t B, Py_ssize_t H,
+                            Py_ssize_t G) {
+    if (x != NULL) {
+        input_part(x, w_in, bias, out, B, K, G);
+    } else if (in == NULL) {
         memset(out, 0, (size_t)(B * G) * sizeof(float));
     } else {
         for (Py_ssize_t b = 0; b < B; b++) {
@@ -152,6 +166,21 @@ ZOO_INLINE void add_product(const float *in, Py_ssize_t S, const float *h, const
         }
     }
     gemm_acc(h, H, w_t, out, B, H, G);
+}
+
+/* dst (C, R) = src (R, C) transposed, in blocks of 16 x 16 (W_hh to the forward's W_hh^T). */
+static void transpose(const float *restrict src, float *restrict dst, Py_ssize_t R, Py_ssize_t C) {
+    for (Py_ssize_t r0 = 0; r0 < R; r0 += 16) {
+        const Py_ssize_t r1 = r0 + 16 < R ? r0 + 16 : R;
+        for (Py_ssize_t c0 = 0; c0 < C; c0 += 16) {
+            const Py_ssize_t c1 = c0 + 16 < C ? c0 + 16 : C;
+            for (Py_ssize_t r = r0; r < r1; r++) {
+                for (Py_ssize_t c = c0; c < c1; c++) {
+                    dst[c * R + r] = src[r * C + c];
+                }
+            }
+        }
+    }
 }
 
 /* out (B, H) += d (B rows of G, S apart) @ w (G, H). */
@@ -250,19 +279,22 @@ ZOO_INLINE void gru_cell_back(const float *restrict pr, const float *restrict pz
     }
 }
 
-/* LSTM forward. xproj: T x B rows of 4H, S apart (S = 4H, or wider where several cores' projections sit side by
- * side). h, c (B, H): the state in, the state after the last step out. Records per step: hprev, cprev (the state
+/* LSTM forward. The gates' input part: xproj, T x B rows of 4H, S apart (S = 4H, or wider where several cores'
+ * projections sit side by side); or, where x (T, B, K) is given (xproj unused), bias (4H) + x @ w_in (K, 4H) step by
+ * step. h, c (B, H): the state in, the state after the last step out. Records per step: hprev, cprev (the state
  * after the reset), gates (activated, T, B, 4H), tanhc (tanh of the new cell); out (T, B, H) the outputs. */
 ZOO_CLONES
-static void lstm_forward(const float *xproj, const float *w_t, const float *keep, float *h, float *c, float *out,
-                         float *hprev, float *cprev, float *gates, float *tanhc, Py_ssize_t T, Py_ssize_t B,
-                         Py_ssize_t H, Py_ssize_t S) {
+static void lstm_forward(const float *xproj, const float *x, const float *w_in, const float *bias, Py_ssize_t K,
+                         const float *w_t, const float *keep, float *h, float *c, float *out, float *hprev,
+                         float *cprev, float *gates, float *tanhc, Py_ssize_t T, Py_ssize_t B, Py_ssize_t H,
+                         Py_ssize_t S) {
     const Py_ssize_t G = 4 * H, BH = B * H;
     for (Py_ssize_t t = 0; t < T; t++) {
         float *hp = hprev + t * BH, *cp = cprev + t * BH, *g = gates + t * B * G;
         reset_rows(h, keep + t * B, hp, B, H);
         reset_rows(c, keep + t * B, cp, B, H);
-        add_product(xproj + t * B * S, S, hp, w_t, g, B, H, G);
+        add_product(xproj + t * B * S, S, x == NULL ? NULL : x + t * B * K, w_in, bias, K, hp, w_t, g, B, H,
+                    G);
         for (Py_ssize_t b = 0; b < B; b++) {
             float *gb = g + b * G;
             for (Py_ssize_t i = 0; i < 2 * H; i++) {
@@ -306,20 +338,25 @@ static void lstm_backward(const float *dout, const float *w, const float *keep, 
 
 /* GRU forward (torch's GRU: r, z from the input and recurrent parts summed, n = tanh(x_n + r * (W_hn h + b_hn)),
  * h' = (1 - z) n + z h). xproj (T x B rows of 3H, S apart) holds x @ W_ih^T + b_ih, plus b_hh for r and z; b_hn
- * (H) apart. Records: hprev, parts (T, B, 4H): r, z, n and W_hn h + b_hn. scratch (B, 3H). */
+ * (H) apart; or, where x (T, B, K) is given (xproj unused), that input part is bias + x @ w_in (K, 3H) step by step.
+ * Records: hprev, parts (T, B, 4H): r, z, n and W_hn h + b_hn. scratch (2, B, 3H). */
 ZOO_CLONES
-static void gru_forward(const float *xproj, const float *w_t, const float *b_hn, const float *keep, float *h,
-                        float *out, float *hprev, float *parts, float *scratch, Py_ssize_t T, Py_ssize_t B,
-                        Py_ssize_t H, Py_ssize_t S) {
+static void gru_forward(const float *xproj, const float *x, const float *w_in, const float *bias, Py_ssize_t K,
+                        const float *w_t, const float *b_hn, const float *keep, float *h, float *out, float *hprev,
+                        float *parts, float *scratch, Py_ssize_t T, Py_ssize_t B, Py_ssize_t H, Py_ssize_t S) {
     const Py_ssize_t G = 3 * H, BH = B * H;
+    float *inputs = scratch + B * G;
     for (Py_ssize_t t = 0; t < T; t++) {
         float *hp = hprev + t * BH;
         reset_rows(h, keep + t * B, hp, B, H);
-        add_product(NULL, 0, hp, w_t, scratch, B, H, G);
+        add_product(NULL, 0, NULL, NULL, NULL, 0, hp, w_t, scratch, B, H, G);
+        if (x != NULL) {
+            input_part(x + t * B * K, w_in, bias, inputs, B, K, G);
+        }
         for (Py_ssize_t b = 0; b < B; b++) {
-            const float *x = xproj + (t * B + b) * S, *rec = scratch + b * G;
+            const float *xb = x != NULL ? inputs + b * G : xproj + (t * B + b) * S, *rec = scratch + b * G;
             float *p = parts + (t * B + b) * 4 * H;
-            gru_cell(x, x + H, x + 2 * H, rec, rec + H, rec + 2 * H, b_hn, hp + b * H, p, p + H, p + 2 * H, p + 3 * H,
+            gru_cell(xb, xb + H, xb + 2 * H, rec, rec + H, rec + 2 * H, b_hn, hp + b * H, p, p + H, p + 2 * H, p + 3 * H,
                      h + b * H, out + t * BH + b * H, H);
         }
     }
@@ -347,14 +384,15 @@ static void gru_backward(const float *dout, const float *w, const float *keep, c
 #define F(address) ((float *)(uintptr_t)(address))
 
 static PyObject *py_lstm_forward(PyObject *self, PyObject *args) {
-    unsigned long long xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc;
-    Py_ssize_t T, B, H, S;
-    if (!PyArg_ParseTuple(args, "KKKKKKKKKKnnnn", &xproj, &w_t, &keep, &h, &c, &out, &hprev, &cprev, &gates, &tanhc,
-                          &T, &B, &H, &S)) {
+    unsigned long long xproj, x, w_in, bias, w_t, keep, h, c, out, hprev, cprev, gates, tanhc;
+    Py_ssize_t K, T, B, H, S;
+    if (!PyArg_ParseTuple(args, "KKKKnKKKKKKKKKnnnn", &xproj, &x, &w_in, &bias, &K, &w_t, &keep, &h, &c, &out, &hprev,
+                          &cprev, &gates, &tanhc, &T, &B, &H, &S)) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    lstm_forward(F(xproj), F(w_t), F(keep), F(h), F(c), F(out), F(hprev), F(cprev), F(gates), F(tanhc), T, B, H, S);
+    lstm_forward(F(xproj), F(x), F(w_in), F(bias), K, F(w_t), F(keep), F(h), F(c), F(out), F(hprev), F(cprev),
+                 F(gates), F(tanhc), T, B, H, S);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -374,14 +412,15 @@ static PyObject *py_lstm_backward(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_gru_forward(PyObject *self, PyObject *args) {
-    unsigned long long xproj, w_t, b_hn, keep, h, out, hprev, parts, scratch;
-    Py_ssize_t T, B, H, S;
-    if (!PyArg_ParseTuple(args, "KKKKKKKKKnnnn", &xproj, &w_t, &b_hn, &keep, &h, &out, &hprev, &parts, &scratch, &T,
-                          &B, &H, &S)) {
+    unsigned long long xproj, x, w_in, bias, w_t, b_hn, keep, h, out, hprev, parts, scratch;
+    Py_ssize_t K, T, B, H, S;
+    if (!PyArg_ParseTuple(args, "KKKKnKKKKKKKKnnnn", &xproj, &x, &w_in, &bias, &K, &w_t, &b_hn, &keep, &h, &out, &hprev,
+                          &parts, &scratch, &T, &B, &H, &S)) {
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    gru_forward(F(xproj), F(w_t), F(b_hn), F(keep), F(h), F(out), F(hprev), F(parts), F(scratch), T, B, H, S);
+    gru_forward(F(xproj), F(x), F(w_in), F(bias), K, F(w_t), F(b_hn), F(keep), F(h), F(out), F(hprev), F(parts),
+                F(scratch), T, B, H, S);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -399,14 +438,29 @@ static PyObject *py_gru_backward(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_transpose(PyObject *self, PyObject *args) {
+    unsigned long long src, dst;
+    Py_ssize_t R, C;
+    if (!PyArg_ParseTuple(args, "KKnn", &src, &dst, &R, &C)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    transpose(F(src), F(dst), R, C);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"lstm_forward", py_lstm_forward, METH_VARARGS,
-     "lstm_forward(xproj, w_t, keep, h, c, out, hprev, cprev, gates, tanhc, T, B, H, S): addresses, then sizes "
-     "(S: the row stride of xproj)."},
+     "lstm_forward(xproj, x, w_in, bias, K, w_t, keep, h, c, out, hprev, cprev, gates, tanhc, T, B, H, S): "
+     "addresses and sizes (S: the row stride of xproj; x, w_in, bias 0 where xproj holds the input part, else xproj "
+     "0)."},
     {"lstm_backward", py_lstm_backward, METH_VARARGS,
      "lstm_backward(dout, w, keep, cprev, gates, tanhc, dh, dc, dgates, scratch, T, B, H, S) (S: of dgates)."},
     {"gru_forward", py_gru_forward, METH_VARARGS,
-     "gru_forward(xproj, w_t, b_hn, keep, h, out, hprev, parts, scratch, T, B, H, S) (S: of xproj)."},
+     "gru_forward(xproj, x, w_in, bias, K, w_t, b_hn, keep, h, out, hprev, parts, scratch, T, B, H, S) (as "
+     "lstm_forward)."},
+    {"transpose", py_transpose, METH_VARARGS, "transpose(src, dst, R, C): dst (C, R) = src (R, C) transposed."},
     {"gru_backward", py_gru_backward, METH_VARARGS,
      "gru_backward(dout, w, keep, hprev, parts, dh, dx, drec, scratch, T, B, H, S) (S: of dx)."},
     {NULL, NULL, 0, NULL},
@@ -417,7 +471,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_crecurrent",
                                     methods};
 
 /* Bumped whenever a signature or semantics above changes; recurrent_scan.py ignores a stale build. */
-#define ZOO_CRECURRENT_VERSION 2
+#define ZOO_CRECURRENT_VERSION 3
 
 PyMODINIT_FUNC PyInit__crecurrent(void) {
     PyObject *m = PyModule_Create(&module);

@@ -31,7 +31,7 @@ import torch
 
 from .settings import settings
 
-_VERSION = 2  # must equal ZOO_CRECURRENT_VERSION in _crecurrent.c
+_VERSION = 3  # must equal ZOO_CRECURRENT_VERSION in _crecurrent.c
 
 try:
     from . import _crecurrent
@@ -48,6 +48,9 @@ __all__ = ["LOOP_LIMITS", "StepBuffers", "applies", "available", "fits", "step_b
 # on a sequence without resets (no padding for torch), T=32, one and two threads (docs/speed.md): beyond it torch's
 # blocked, threaded products win. An unroll torch would step one step at a time takes the loops at any size.
 LOOP_LIMITS = {"lstm": 4096, "gru": 16384}
+# Inputs of at most this many features are projected inside the loops, step by step (bias + x_t @ W_ih^T): no
+# (T, B, gates) projection is made first and read back (docs/speed.md); wider inputs are projected by torch first.
+STEP_INPUTS = 256
 
 
 def available() -> bool:
@@ -88,6 +91,35 @@ def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor) -> torch.T
     return torch.addmm(bias, x.reshape(-1, x.shape[-1]), w_ih.t()).view(*x.shape[:2], -1)
 
 
+def _transposed(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` ``(R, C)`` transposed into a new contiguous ``(C, R)`` (by the C extension: torch's strided copy
+    took several times as long at these sizes)."""
+    weight = weight.contiguous()
+    out = _empty(weight.shape[1], weight.shape[0])
+    _crecurrent.transpose(weight.data_ptr(), out.data_ptr(), weight.shape[0], weight.shape[1])
+    return out
+
+
+def _inputs(x: torch.Tensor, w_ihs: list[torch.Tensor], biases: list[torch.Tensor]) -> tuple[Any, list[Any]]:
+    """The gates' input part for the loops: where ``x`` has at most ``STEP_INPUTS`` features, nothing made here and
+    per core ``(x, W_ih^T, bias)`` for the loops to project step by step (the projection tensor None); else the
+    cores' projections as one product ``(T, B, n * G)`` and per core None."""
+    if x.shape[-1] > STEP_INPUTS:
+        return _project(x, _stacked(w_ihs), _stacked(biases)), [None] * len(w_ihs)
+    x = x.contiguous()
+    return None, [(x, _transposed(w_ih), bias.contiguous()) for w_ih, bias in zip(w_ihs, biases, strict=True)]
+
+
+def _addresses(xproj: torch.Tensor | None, offset: int, stepwise: Any) -> tuple[int, ...]:
+    """The loops' first five arguments (``xproj`` at a core's ``offset`` floats, ``x``, ``w_in``, ``bias``, ``K``)
+    for one core, from ``_inputs``."""
+    if stepwise is None:
+        assert xproj is not None
+        return xproj.data_ptr() + 4 * offset, 0, 0, 0, 0
+    x, w_in, bias = stepwise
+    return 0, x.data_ptr(), w_in.data_ptr(), bias.data_ptr(), x.shape[-1]
+
+
 def _stacked(tensors: list[torch.Tensor]) -> torch.Tensor:
     return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
 
@@ -109,38 +141,50 @@ def _saved(ctx: Any) -> tuple[int, torch.Tensor, torch.Tensor, list[torch.Tensor
 def _input_grads(ctx: Any, d_xproj: torch.Tensor, x: torch.Tensor,
                  w_ihs: list[torch.Tensor]) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """From the gradient of the cores' stacked projections ``(T * B, n * G)``: the gradients of ``x`` (None where not
-    wanted), of the stacked ``W_ih`` and of the stacked projection bias."""
+    wanted), of the stacked ``W_ih`` (taken as ``(x^T d)^T``: the product's long side inside, several times faster
+    for a few input features) and of the stacked projection bias."""
     d_x = (d_xproj @ _stacked(w_ihs)).view(x.shape) if ctx.needs_input_grad[0] else None
-    return d_x, d_xproj.t() @ x.reshape(-1, x.shape[-1]), d_xproj.sum(0)
+    return d_x, (x.reshape(-1, x.shape[-1]).t() @ d_xproj).t(), d_xproj.sum(0)
+
+
+def _state_grads(grads: tuple[torch.Tensor, ...], k: int, per: int, final: bool, like: torch.Tensor) -> list[Any]:
+    """Core ``k``'s output gradient (contiguous) and its final states' as buffers the C backward overwrites (zeros
+    where the node returned no final state)."""
+    d_out = grads[per * k].contiguous() if final else grads[k].contiguous()
+    if final:
+        return [d_out, *(_fresh(g) for g in grads[per * k + 1: per * (k + 1)])]
+    return [d_out, *(torch.zeros_like(like) for _ in range(per - 1))]
 
 
 class _LSTMLayers(torch.autograd.Function):
     """One LSTM layer of ``n`` cores (each its own weights and state) over the same inputs, one node of the graph:
-    ``(x (T, B, in), keep (T, B), n, then per core h0, c0 (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out
-    (T, B, H), h, c (B, H)``. The cores' input projections are one product (their ``W_ih`` stacked), and so are the
-    gradients of ``x`` and of the ``W_ih``; each core's sequential part runs in C on its columns of it."""
+    ``(x (T, B, in), keep (T, B), n, final, then per core h0, c0 (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out
+    (T, B, H)``, then ``h, c (B, H)`` where ``final``. The cores' input projections are one product (their ``W_ih``
+    stacked; ``_inputs``), and so are the gradients of ``x`` and of the ``W_ih``; each core's sequential part runs in
+    C on its columns of it."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, n: int, *tensors: torch.Tensor) -> tuple[Any, ...]:
+    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, n: int, final: bool,
+                *tensors: torch.Tensor) -> tuple[Any, ...]:
         _check(x, keep, *tensors)
         cores = [tensors[6 * k: 6 * k + 6] for k in range(n)]
         steps, batch = x.shape[:2]
         hidden = cores[0][3].shape[1]
         width = 4 * hidden
-        xproj = _project(x, _stacked([core[2] for core in cores]), _stacked([core[4] + core[5] for core in cores]))
+        xproj, stepwise = _inputs(x, [core[2] for core in cores], [core[4] + core[5] for core in cores])
         keep = keep.contiguous()
         outputs, records = [], []
         for k, (h0, c0, _, w_hh, _, _) in enumerate(cores):
             h, c = _fresh(h0), _fresh(c0)
             out, hprev, cprev, tanhc = (_empty(steps, batch, hidden) for _ in range(4))
             gates = _empty(steps, batch, width)
-            w_t = w_hh.t().contiguous()
-            _crecurrent.lstm_forward(xproj.data_ptr() + 4 * k * width, w_t.data_ptr(), keep.data_ptr(), h.data_ptr(),
-                                     c.data_ptr(), out.data_ptr(), hprev.data_ptr(), cprev.data_ptr(),
+            w_t = _transposed(w_hh)
+            _crecurrent.lstm_forward(*_addresses(xproj, k * width, stepwise[k]), w_t.data_ptr(), keep.data_ptr(),
+                                     h.data_ptr(), c.data_ptr(), out.data_ptr(), hprev.data_ptr(), cprev.data_ptr(),
                                      gates.data_ptr(), tanhc.data_ptr(), steps, batch, hidden, n * width)
-            outputs += [out, h, c]
+            outputs += [out, h, c] if final else [out]
             records += [w_hh, hprev, cprev, gates, tanhc]
-        ctx.n = n
+        ctx.n, ctx.final = n, final
         ctx.save_for_backward(x, keep, *(core[2] for core in cores), *records)
         return tuple(outputs)
 
@@ -151,17 +195,15 @@ class _LSTMLayers(torch.autograd.Function):
         dgates, scratch = _empty(steps * batch, n * width), _empty(batch, hidden)
         states = []
         for k in range(n):
-            w_hh, _, cprev, gates, tanhc = records[5 * k: 5 * k + 5]
-            d_out, d_h, d_c = grads[3 * k: 3 * k + 3]
-            d_out, dh, dc = d_out.contiguous(), _fresh(d_h), _fresh(d_c)
-            w = w_hh.contiguous()
-            _crecurrent.lstm_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), cprev.data_ptr(),
-                                      gates.data_ptr(), tanhc.data_ptr(), dh.data_ptr(), dc.data_ptr(),
-                                      dgates.data_ptr() + 4 * k * width, scratch.data_ptr(), steps, batch, hidden,
-                                      n * width)
+            w_hh, hprev, cprev, gates, tanhc = records[5 * k: 5 * k + 5]
+            d_out, dh, dc = _state_grads(grads, k, 3, ctx.final, hprev[0])
+            _crecurrent.lstm_backward(d_out.data_ptr(), w_hh.contiguous().data_ptr(), keep.data_ptr(),
+                                      cprev.data_ptr(), gates.data_ptr(), tanhc.data_ptr(), dh.data_ptr(),
+                                      dc.data_ptr(), dgates.data_ptr() + 4 * k * width, scratch.data_ptr(), steps,
+                                      batch, hidden, n * width)
             states.append((dh, dc))
         d_x, d_w_ih, d_b = _input_grads(ctx, dgates, x, w_ihs)
-        result: list[torch.Tensor | None] = [d_x, None, None]
+        result: list[torch.Tensor | None] = [d_x, None, None, None]
         for k, (dh, dc) in enumerate(states):
             columns = slice(k * width, (k + 1) * width)
             d_w_hh = dgates[:, columns].t() @ records[5 * k + 1].view(-1, hidden)
@@ -170,12 +212,14 @@ class _LSTMLayers(torch.autograd.Function):
 
 
 class _GRULayers(torch.autograd.Function):
-    """One GRU layer of ``n`` cores over the same inputs, one node: ``(x (T, B, in), keep (T, B), n, then per core h0
-    (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out (T, B, H), h (B, H)``; the projection holds ``b_ih`` and
-    ``b_hh``'s r and z parts, ``b_hh``'s n part goes to the loop (as ``_LSTMLayers`` otherwise)."""
+    """One GRU layer of ``n`` cores over the same inputs, one node: ``(x (T, B, in), keep (T, B), n, final, then per
+    core h0 (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out (T, B, H)``, then ``h (B, H)`` where ``final``; the
+    projection holds ``b_ih`` and ``b_hh``'s r and z parts, ``b_hh``'s n part goes to the loop (as ``_LSTMLayers``
+    otherwise)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, n: int, *tensors: torch.Tensor) -> tuple[Any, ...]:
+    def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, n: int, final: bool,
+                *tensors: torch.Tensor) -> tuple[Any, ...]:
         _check(x, keep, *tensors)
         cores = [tensors[5 * k: 5 * k + 5] for k in range(n)]
         steps, batch = x.shape[:2]
@@ -186,20 +230,20 @@ class _GRULayers(torch.autograd.Function):
             bias = b_ih.clone()
             bias[: 2 * hidden] += b_hh[: 2 * hidden]
             biases.append(bias)
-        xproj = _project(x, _stacked([core[1] for core in cores]), _stacked(biases))
+        xproj, stepwise = _inputs(x, [core[1] for core in cores], biases)
         keep = keep.contiguous()
         outputs, records = [], []
         for k, (h0, _, w_hh, _, b_hh) in enumerate(cores):
             h, b_hn = _fresh(h0), b_hh[2 * hidden:].contiguous()
             out, hprev = _empty(steps, batch, hidden), _empty(steps, batch, hidden)
-            parts, scratch = _empty(steps, batch, 4 * hidden), _empty(batch, width)
-            w_t = w_hh.t().contiguous()
-            _crecurrent.gru_forward(xproj.data_ptr() + 4 * k * width, w_t.data_ptr(), b_hn.data_ptr(),
+            parts, scratch = _empty(steps, batch, 4 * hidden), _empty(2, batch, width)
+            w_t = _transposed(w_hh)
+            _crecurrent.gru_forward(*_addresses(xproj, k * width, stepwise[k]), w_t.data_ptr(), b_hn.data_ptr(),
                                     keep.data_ptr(), h.data_ptr(), out.data_ptr(), hprev.data_ptr(),
                                     parts.data_ptr(), scratch.data_ptr(), steps, batch, hidden, n * width)
-            outputs += [out, h]
+            outputs += [out, h] if final else [out]
             records += [w_hh, hprev, parts]
-        ctx.n = n
+        ctx.n, ctx.final = n, final
         ctx.save_for_backward(x, keep, *(core[1] for core in cores), *records)
         return tuple(outputs)
 
@@ -211,14 +255,14 @@ class _GRULayers(torch.autograd.Function):
         states = []
         for k in range(n):
             w_hh, hprev, parts = records[3 * k: 3 * k + 3]
-            d_out, dh = grads[2 * k].contiguous(), _fresh(grads[2 * k + 1])
-            drec, w = _empty(steps * batch, width), w_hh.contiguous()
-            _crecurrent.gru_backward(d_out.data_ptr(), w.data_ptr(), keep.data_ptr(), hprev.data_ptr(),
-                                     parts.data_ptr(), dh.data_ptr(), dx.data_ptr() + 4 * k * width, drec.data_ptr(),
-                                     scratch.data_ptr(), steps, batch, hidden, n * width)
+            d_out, dh = _state_grads(grads, k, 2, ctx.final, hprev[0])
+            drec = _empty(steps * batch, width)
+            _crecurrent.gru_backward(d_out.data_ptr(), w_hh.contiguous().data_ptr(), keep.data_ptr(),
+                                     hprev.data_ptr(), parts.data_ptr(), dh.data_ptr(), dx.data_ptr() + 4 * k * width,
+                                     drec.data_ptr(), scratch.data_ptr(), steps, batch, hidden, n * width)
             states.append((dh, drec))
         d_x, d_w_ih, d_b_ih = _input_grads(ctx, dx, x, w_ihs)
-        result: list[torch.Tensor | None] = [d_x, None, None]
+        result: list[torch.Tensor | None] = [d_x, None, None, None]
         for k, (dh, drec) in enumerate(states):
             columns = slice(k * width, (k + 1) * width)
             d_w_hh = drec.t() @ records[3 * k + 1].view(-1, hidden)
@@ -235,14 +279,15 @@ def _check_rnn(rnn: torch.nn.Module) -> None:
 
 
 def _layer(rnns: list[torch.nn.Module], kind: str, x: torch.Tensor, states: list[Any], keep: torch.Tensor,
-           layer: int) -> list[tuple[torch.Tensor, ...]]:
-    """Layer ``layer`` of every rnn in ``rnns`` over the same ``x``: per rnn ``(out, h, c)`` or ``(out, h)``."""
+           layer: int, final: bool) -> list[tuple[torch.Tensor, ...]]:
+    """Layer ``layer`` of every rnn in ``rnns`` over the same ``x``: per rnn ``(out, h, c)`` or ``(out, h)``, or
+    ``(out,)`` where not ``final``."""
     tensors: list[torch.Tensor] = []
     for rnn, state in zip(rnns, states, strict=True):
         weights = [getattr(rnn, f"{name}_l{layer}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
         tensors += [state[0][layer], state[1][layer], *weights] if kind == "lstm" else [state[layer], *weights]
-    per = 3 if kind == "lstm" else 2
-    outputs = (_LSTMLayers if kind == "lstm" else _GRULayers).apply(x, keep, len(rnns), *tensors)
+    per = (3 if kind == "lstm" else 2) if final else 1
+    outputs = (_LSTMLayers if kind == "lstm" else _GRULayers).apply(x, keep, len(rnns), final, *tensors)
     return [tuple(outputs[per * k: per * (k + 1)]) for k in range(len(rnns))]
 
 
@@ -256,12 +301,12 @@ def unroll_cores(rnns: list[torch.nn.Module], kind: str, x: torch.Tensor, states
         raise ValueError("unroll_cores takes rnns of one size (inputs, hidden units, layers): unroll others apart")
     keep = keep.to(torch.float32)
     layers = rnns[0].num_layers
-    first = _layer(rnns, kind, x, states, keep, 0)
+    first = _layer(rnns, kind, x, states, keep, 0, final)
     results = []
     for rnn, state, (out, *final_state) in zip(rnns, states, first, strict=True):
         finals = [final_state]
         for layer in range(1, layers):
-            out, *final_state = _layer([rnn], kind, out, [state], keep, layer)[0]
+            out, *final_state = _layer([rnn], kind, out, [state], keep, layer, final)[0]
             finals.append(final_state)
         if not final:
             results.append((out, None))
@@ -300,13 +345,13 @@ class StepBuffers:
         if kind == "lstm":
             hprev, cprev, tanhc, gates = self._records
             self._call = functools.partial(
-                _crecurrent.lstm_forward, address(self.xproj), address(self.w_t), address(self.keep),
+                _crecurrent.lstm_forward, address(self.xproj), 0, 0, 0, 0, address(self.w_t), address(self.keep),
                 address(self.h), address(self.c), address(self.out), address(hprev), address(cprev), address(gates),
                 address(tanhc), 1, batch, hidden, width)
         else:
             hprev, parts = self._records[0], self._records[3]
             self._call = functools.partial(
-                _crecurrent.gru_forward, address(self.xproj), address(self.w_t), address(self.b_hn),
+                _crecurrent.gru_forward, address(self.xproj), 0, 0, 0, 0, address(self.w_t), address(self.b_hn),
                 address(self.keep), address(self.h), address(self.out), address(hprev), address(parts),
                 address(self._scratch), 1, batch, hidden, width)
 
