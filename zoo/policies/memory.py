@@ -247,8 +247,8 @@ class MemoryLearning:
                moments: tuple[torch.Tensor, torch.Tensor] | None, scheduled: dict[str, Any]) -> dict[str, Any]:
         if not (self.recurrent and self.learns_in_chunks):
             return super().gather(columns, index, moments, scheduled)  # type: ignore[misc]
-        sequences = {name: column if index is None else column[index] for name, column in columns.items()
-                     if name in SEQUENCE_COLUMNS}
+        sequences = {name: column if index is None else column.index_select(0, index)
+                     for name, column in columns.items() if name in SEQUENCE_COLUMNS}
         count, length = sequences["valid"].shape[:2]
         # The valid steps' positions, once per minibatch: in the minibatch's (chunk, step) order, and where they sit
         # in the learning columns (each per-step column is read there with one index_select).
