@@ -2,15 +2,18 @@
  * layer over T steps of B sequences, its memory reset inside the loop at every episode start (keep[t, b] = 0 zeroes
  * the state just before step t), forward and backward.
  *
- * The input projection (x @ W_ih^T + biases) and the weight gradients are single large products, done by torch
- * before and after; only the sequential part runs here: per step, the recurrent product h @ W_hh^T and the gates.
+ * The weight gradients are single large products, done by torch after the backward, and so is the input projection
+ * (x @ W_ih^T + biases) before the forward for wide inputs; for a few input features the forward takes x and
+ * projects each step itself. What runs here is the sequential part: per step, the recurrent product h @ W_hh^T and
+ * the gates.
  * torch's fused kernels take no per-step reset, so without these loops an unroll whose episodes start inside its
  * sequences runs as padded segments (zoo.policies.recurrent.Segments) or step by step.
  *
  * Arrays are float32, C-contiguous, passed as addresses (tensor.data_ptr()) with their sizes: the Python wrapper
  * (recurrent_scan.py) allocates and checks every one; nothing here is called from elsewhere. Layouts:
  *   LSTM gates in torch's order i, f, g, o (G = 4H); GRU in r, z, n (G = 3H).
- *   xproj (T, B, G) rows S apart (S >= G: several cores' projections side by side), and so dgates / dx;
+ *   xproj (T, B, G) rows S apart (S >= G: several cores' projections side by side), and so dgates / dx; or x
+ *   (T, B, K) with w_in (K, G) = W_ih transposed and bias (G);
  *   w_t (H, G) = W_hh transposed (forward); w (G, H) = W_hh (backward); keep (T, B);
  *   state (B, H) in and out; per-step records (T, B, ...) for the backward.
  * Built by `pip install` where a C compiler is available (setup.py marks it optional); on x86-64 with GCC each loop is

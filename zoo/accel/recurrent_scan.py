@@ -5,7 +5,8 @@ episodes start inside its sequences then runs as zero-padded segments (``zoo.pol
 average 1.4x the steps on CartPole without velocities) or step by step. Here each layer is one node of the autograd
 graph (an ``autograd.Function``) in three parts:
 
-- the input projection ``x @ W_ih^T`` plus biases, one product over all steps (torch);
+- the input projection ``x @ W_ih^T`` plus biases: for inputs of at most ``STEP_INPUTS`` features inside the loop,
+  step by step; for wider ones one product over all steps before it (torch);
 - the sequential part in the optional C extension ``zoo.accel._crecurrent``: per step the state zeroed where
   ``keep[t]`` is 0 (an episode starts), the recurrent product and the gates (torch's equations and gate order),
   forward and backward;
