@@ -171,14 +171,15 @@ ZOO_INLINE void add_product(const float *in, Py_ssize_t S, const float *x, const
     gemm_acc(h, H, w_t, out, B, H, G);
 }
 
-/* dst (C, R) = src (R, C) transposed, in blocks of 16 x 16 (W_hh to the forward's W_hh^T). */
+/* dst (C, R) = src (R, C) transposed, in blocks of 16 x 16, each written a row of dst at a time (W_hh to the
+ * forward's W_hh^T). */
 static void transpose(const float *restrict src, float *restrict dst, Py_ssize_t R, Py_ssize_t C) {
     for (Py_ssize_t r0 = 0; r0 < R; r0 += 16) {
         const Py_ssize_t r1 = r0 + 16 < R ? r0 + 16 : R;
         for (Py_ssize_t c0 = 0; c0 < C; c0 += 16) {
             const Py_ssize_t c1 = c0 + 16 < C ? c0 + 16 : C;
-            for (Py_ssize_t r = r0; r < r1; r++) {
-                for (Py_ssize_t c = c0; c < c1; c++) {
+            for (Py_ssize_t c = c0; c < c1; c++) {
+                for (Py_ssize_t r = r0; r < r1; r++) {
                     dst[c * R + r] = src[r * C + c];
                 }
             }
@@ -463,9 +464,9 @@ static PyMethodDef methods[] = {
     {"gru_forward", py_gru_forward, METH_VARARGS,
      "gru_forward(xproj, x, w_in, bias, K, w_t, b_hn, keep, h, out, hprev, parts, scratch, T, B, H, S) (as "
      "lstm_forward)."},
-    {"transpose", py_transpose, METH_VARARGS, "transpose(src, dst, R, C): dst (C, R) = src (R, C) transposed."},
     {"gru_backward", py_gru_backward, METH_VARARGS,
      "gru_backward(dout, w, keep, hprev, parts, dh, dx, drec, scratch, T, B, H, S) (S: of dx)."},
+    {"transpose", py_transpose, METH_VARARGS, "transpose(src, dst, R, C): dst (C, R) = src (R, C) transposed."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -93,8 +93,8 @@ def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor) -> torch.T
 
 
 def _transposed(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` ``(R, C)`` transposed into a new contiguous ``(C, R)`` (by the C extension: torch's strided copy
-    took several times as long at these sizes)."""
+    """``weight`` ``(R, C)`` transposed into a new contiguous ``(C, R)`` by the C extension (the copy alone about half
+    of torch's strided one at 256 x 64: 8 against 17 us)."""
     weight = weight.contiguous()
     out = _empty(weight.shape[1], weight.shape[0])
     _crecurrent.transpose(weight.data_ptr(), out.data_ptr(), weight.shape[0], weight.shape[1])
@@ -161,8 +161,8 @@ class _LSTMLayers(torch.autograd.Function):
     """One LSTM layer of ``n`` cores (each its own weights and state) over the same inputs, one node of the graph:
     ``(x (T, B, in), keep (T, B), n, final, then per core h0, c0 (B, H), W_ih, W_hh, b_ih, b_hh)`` -> per core ``out
     (T, B, H)``, then ``h, c (B, H)`` where ``final``. The cores' input projections are one product (their ``W_ih``
-    stacked; ``_inputs``), and so are the gradients of ``x`` and of the ``W_ih``; each core's sequential part runs in
-    C on its columns of it."""
+    stacked) or made inside the loops step by step (``_inputs``); the gradients of ``x`` and of the ``W_ih`` are one
+    product each; each core's sequential part runs in C on its columns."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, keep: torch.Tensor, n: int, final: bool,
