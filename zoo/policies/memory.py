@@ -235,7 +235,8 @@ class MemoryLearning:
         names = ("obs", "memory", "episode_start", "valid", "action", "policy_output", "value", "advantage",
                  "returns", *(BURN_COLUMNS if burn_in else ()),
                  *(("action_mask",) if "action_mask" in chunks else ()))
-        return {name: chunks[name] for name in names}
+        # contiguous once here, not in every minibatch's gather (the chunks come as views across the rollout)
+        return {name: chunks[name].contiguous() for name in names}
 
     def minibatch_units(self) -> int:
         """What one minibatch takes of the learning columns' first axis: ``minibatch_size`` samples, or for a
@@ -254,7 +255,8 @@ class MemoryLearning:
         # in the learning columns (each per-step column is read there with one index_select).
         positions = sequences["valid"].reshape(-1).nonzero().squeeze(1)
         rows = positions if index is None else (
-            index[:, None] * length + torch.arange(length, device=positions.device)).reshape(-1)[positions]
+            index[:, None] * length + torch.arange(length, device=positions.device)).reshape(-1).index_select(
+                0, positions)
         steps = {name: column.flatten(0, 1).index_select(0, rows) for name, column in columns.items()
                  if name not in SEQUENCE_COLUMNS}
         sequences["valid_places"] = _time_major(positions, count, length)
