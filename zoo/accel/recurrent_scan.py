@@ -321,9 +321,9 @@ def unroll_cores(rnns: list[torch.nn.Module], kind: str, x: torch.Tensor, states
 def unroll(rnn: torch.nn.Module, kind: str, x: torch.Tensor, state: Any, keep: torch.Tensor,
            final: bool = True) -> tuple[torch.Tensor, Any]:
     """``rnn`` (a ``torch.nn.LSTM`` or ``GRU``, one direction, no dropout, time-major) over ``x`` ``(T, B, in)`` from
-    ``state`` (``(h, c)`` or ``h``, each ``(layers, B, H)``), every layer's state zeroed before step ``t`` where
-    ``keep[t]`` ``(T, B)`` is 0: the last layer's outputs ``(T, B, H)`` and the state after the last step, as the
-    module returns them (None where ``final`` is False)."""
+    ``state`` (``(h, c)`` or ``h``, each ``(layers, B, H)`` or a list of ``(B, H)`` per layer), every layer's state
+    zeroed before step ``t`` where ``keep[t]`` ``(T, B)`` is 0: the last layer's outputs ``(T, B, H)`` and the state
+    after the last step, as the module returns them (None where ``final`` is False)."""
     return unroll_cores([rnn], kind, x, [state], keep, final)[0]
 
 

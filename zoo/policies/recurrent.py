@@ -70,14 +70,22 @@ class RecurrentCore(nn.Module):
         """Zeros ``(batch, layers, S)``: the memory an episode starts with."""
         return torch.zeros(batch, self.layers, self.state_size, device=device)
 
-    def _state(self, memory: torch.Tensor, contiguous: bool = True) -> Any:
-        """The memory ``(B, layers, S)`` as the rnn's state: ``(h, c)`` (LSTM) or ``h``, each ``(layers, B, H)``
-        (views where not ``contiguous``: the compiled loops copy what they read)."""
+    def _state(self, memory: torch.Tensor) -> Any:
+        """The memory ``(B, layers, S)`` as the rnn's state: ``(h, c)`` (LSTM) or ``h``, each ``(layers, B, H)``."""
         if self.kind == "lstm":
-            state = (memory[..., : self.hidden].transpose(0, 1), memory[..., self.hidden:].transpose(0, 1))
-            return tuple(part.contiguous() for part in state) if contiguous else state
-        state = memory.transpose(0, 1)
-        return state.contiguous() if contiguous else state
+            return (memory[..., : self.hidden].transpose(0, 1).contiguous(),
+                    memory[..., self.hidden:].transpose(0, 1).contiguous())
+        return memory.transpose(0, 1).contiguous()
+
+    def _layer_states(self, memory: torch.Tensor) -> Any:
+        """The memory ``(B, layers, S)`` as the rnn's state indexed by layer, views of it: ``(h, c)`` (LSTM) or
+        ``h``, each a list of ``(B, H)`` per layer (what ``zoo.accel.recurrent_scan`` reads; fewer views than
+        ``_state``'s)."""
+        layers = range(self.layers)
+        if self.kind == "lstm":
+            return [memory[:, layer, : self.hidden] for layer in layers], [memory[:, layer, self.hidden:]
+                                                                            for layer in layers]
+        return [memory[:, layer] for layer in layers]
 
     def _memory(self, state: Any) -> torch.Tensor:
         """The rnn's state back as memory ``(B, layers, S)``."""
@@ -136,7 +144,7 @@ def unroll_with_loops(cores: list[RecurrentCore], x: torch.Tensor, memories: lis
     ``zoo.accel.recurrent_scan``'s loops (where ``uses_loops``): per core ``RecurrentCore.forward``'s outputs and
     memory; their first layers as one node with one input projection."""
     keep = x.new_ones(x.shape[:2]) if episode_start is None else (~episode_start.to(dtype=torch.bool)).to(x.dtype)
-    states = [core._state(memory, contiguous=False) for core, memory in zip(cores, memories, strict=True)]
+    states = [core._layer_states(memory) for core, memory in zip(cores, memories, strict=True)]
     results = recurrent_scan.unroll_cores([core.rnn for core in cores], cores[0].kind, x, states, keep, final)
     return [(out, core._memory(state) if final else None) for core, (out, state) in zip(cores, results, strict=True)]
 
