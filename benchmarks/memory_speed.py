@@ -15,7 +15,8 @@ normalised observations):
 
 The contenders run one after another in each round, the order rotated each round; the ratios are each round's,
 then their median, of wall-clock time (the goals') and, beside it, of the CPU time each process used (user +
-system: on a machine shared with other load it moves less, as waiting for the CPU is not charged). Usage::
+system: a process kept waiting for the CPU is not charged for the wait; a CPU slowed by other load moves both
+alike). Usage::
 
     python benchmarks/memory_speed.py --sb3-python /path/to/sb3-venv/bin/python [--steps 20000] [--rounds 3]
     python benchmarks/memory_speed.py --contenders zoo_lstm zoo_ff --rounds 8   # one ratio, more rounds
@@ -139,8 +140,6 @@ def main() -> None:
         values = [x / y for x, y in zip(of[a], of[b], strict=True)]
         return f"{statistics.median(values):.2f}x (rounds {min(values):.2f}-{max(values):.2f})"
 
-    # The goals are of wall-clock speed; the ratio of CPU time (user + system, the child's own) is printed beside it:
-    # on a machine shared with other load it moves less (a process waiting for the CPU is not charged for it).
     for a, b, note in (("zoo_lstm", "sb3_lstm", "   (goal: at least 5x)"), ("zoo_gru", "sb3_lstm", ""),
                        ("zoo_lstm", "zoo_ff", "   (goal: at least 0.6x)"), ("zoo_gru", "zoo_ff", ""),
                        ("zoo_lstm", "zoo_lstm_torch", "   (the compiled loops' gain)")):

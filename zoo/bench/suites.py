@@ -16,9 +16,8 @@ training (the runner's ``final_eval.json``). Suites:
 - ``memory``: PPO with an LSTM, with a GRU, without memory and with 4 stacked frames on CartPoleNoVel-v1 (CartPole
   without velocities), the same settings (configs/ppo_lstm_cartpole_novel.py) and a fixed 200k budget; PPO with an
   LSTM, a GRU, without memory and with 4 stacked frames on PendulumNoVel-v1 (configs/ppo_lstm_pendulum_novel.py,
-  300k); PPO with an LSTM, a GRU,
-  without memory and with 4 stacked frames on popgym's RepeatFirstEasy (configs/ppo_lstm_repeat_first.py, 200k;
-  needs ``pip install 'zoo-rl[popgym]'``).
+  300k); the same four on popgym's RepeatFirstEasy (configs/ppo_lstm_repeat_first.py, 200k; needs
+  ``pip install 'zoo-rl[popgym]'``).
 - ``hl_gauss``: SAC with the HL-Gauss categorical critic against SAC with the MSE critic on Pendulum-v1 at 20k env
   steps (the sac_pendulum config, whose runs are classic's ``sac_pendulum`` entry; HL-Gauss support [-1700, 0], the
   range of Pendulum's discounted returns).

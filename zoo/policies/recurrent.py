@@ -168,14 +168,14 @@ class Segments:
             (self.offset, self.segment), x.transpose(0, 1).reshape(-1, x.shape[-1]))
 
 
-def _steps(output: Any, steps: int | None, batch: int | None) -> Any:
-    """Outputs of the flattened steps ``(T * B, ...)`` (a tensor, a dict of them, or None) as ``(T, B, ...)``; as
-    they are where ``steps`` is None (not flattened)."""
-    if steps is None or batch is None:
+def _steps(output: Any, lead: torch.Size | None) -> Any:
+    """Outputs of the flattened steps ``(T * B, ...)`` (a tensor, a dict of them, or None) as ``lead + (...)``
+    (``(T, B, ...)``); as they are where ``lead`` is None (not flattened)."""
+    if lead is None or output is None:
         return output
     if isinstance(output, dict):
-        return {key: value.unflatten(0, (steps, batch)) for key, value in output.items()}
-    return None if output is None else output.unflatten(0, (steps, batch))
+        return {key: value.unflatten(0, lead) for key, value in output.items()}
+    return output.unflatten(0, lead)
 
 
 class RecurrentActorCritic(nn.Module):
@@ -244,22 +244,22 @@ class RecurrentActorCritic(nn.Module):
                                                          segments)
         # Learning (final False: many steps): the trunks and heads on the steps flattened (T * B, H), 2-d products
         # with no reshapes in the graph; acting and export keep (T, B, H) (a traced flatten would fix the batch).
-        steps, batch = actor.shape[:2] if not final else (None, None)
-        actor = actor.flatten(0, 1) if not final else actor
+        lead = None if final else actor.shape[:2]
+        actor = actor if lead is None else actor.flatten(0, 1)
         if self.critic_core is None:
             if heads.shared:
                 latent = heads._mlp(heads._actor_hidden, actor)
                 output, values = heads._policy(latent), heads._value(latent)
-                return _steps(output, steps, batch), _steps(values, steps, batch), actor_memory
+                return _steps(output, lead), _steps(values, lead), actor_memory
             output = heads._policy(heads._mlp(heads._actor_hidden, actor))
             values = heads._value(heads._mlp(heads._critic_hidden, actor)) if value else None
-            return _steps(output, steps, batch), _steps(values, steps, batch), actor_memory
-        output = _steps(heads._policy(heads._mlp(heads._actor_hidden, actor)), steps, batch)
+            return _steps(output, lead), _steps(values, lead), actor_memory
+        output = _steps(heads._policy(heads._mlp(heads._actor_hidden, actor)), lead)
         if not value:
             return output, None, None if actor_memory is None else torch.cat([actor_memory, memory[:, layers:]], 1)
         both = None if actor_memory is None else torch.cat([actor_memory, critic_memory], 1)
-        values = heads._value(heads._mlp(heads._critic_hidden, critic.flatten(0, 1) if not final else critic))
-        return output, _steps(values, steps, batch), both
+        values = heads._value(heads._mlp(heads._critic_hidden, critic if lead is None else critic.flatten(0, 1)))
+        return output, _steps(values, lead), both
 
     def actor_parameters(self) -> dict[str, torch.Tensor]:
         """The parameters acting needs (encoder, the cores, the actor's trunk, policy head, log-std) by state_dict
