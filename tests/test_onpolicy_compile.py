@@ -82,7 +82,7 @@ def test_the_pipelines_plan_the_runs_updates(compiler_present, tmp_path):
         loop = build_pipeline(resolve_config({"runs_dir": str(tmp_path), "env": {"id": env},
                                               "policy": {"hidden_sizes": [8], **policy}, "pipeline": pipeline}))
         try:
-            return loop.policy.planned_samples, loop.policy.compile_reason
+            return loop.policy.planned_rows, loop.policy.compile_reason
         finally:
             loop.close()
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from zoo.accel import recurrent_scan, settings
+from zoo.accel import recurrent_kernels, recurrent_scan, settings
 from zoo.policies.recurrent import RecurrentCore
 
 pytestmark = pytest.mark.skipif(not recurrent_scan.available(), reason="zoo.accel._crecurrent was not built")
@@ -36,7 +36,7 @@ def _loss(out, state, weights):
 def projection(request, monkeypatch):
     """The input projection both ways: step by step inside the loops (inputs of at most STEP_INPUTS features) and
     as one product before them (wider inputs)."""
-    monkeypatch.setattr(recurrent_scan, "STEP_INPUTS", 10_000 if request.param == "in the loop" else 0)
+    monkeypatch.setattr(recurrent_kernels, "STEP_INPUTS", 10_000 if request.param == "in the loop" else 0)
     return request.param
 
 
@@ -171,11 +171,11 @@ def test_the_core_gives_the_same_with_the_loops_and_with_torchs_modules(kind, fi
 def test_a_few_input_features_are_projected_inside_the_loops():
     """Inputs of up to STEP_INPUTS features: no projection made before the loops (each core gets x, W_ih^T and its
     bias); wider ones: one product for all cores."""
-    limit = recurrent_scan.STEP_INPUTS
+    limit = recurrent_kernels.STEP_INPUTS
     w_ihs, biases = [torch.randn(8, limit + 1) for _ in range(2)], [torch.randn(8) for _ in range(2)]
-    xproj, stepwise = recurrent_scan._inputs(torch.randn(3, 2, limit), [w[:, :limit] for w in w_ihs], biases)
+    xproj, stepwise = recurrent_kernels.inputs(torch.randn(3, 2, limit), [w[:, :limit] for w in w_ihs], biases)
     assert xproj is None and [s[1].shape for s in stepwise] == [(limit, 8)] * 2
-    xproj, stepwise = recurrent_scan._inputs(torch.randn(3, 2, limit + 1), w_ihs, biases)
+    xproj, stepwise = recurrent_kernels.inputs(torch.randn(3, 2, limit + 1), w_ihs, biases)
     assert xproj.shape == (3, 2, 16) and stepwise == [None, None]
 
 

@@ -10,7 +10,7 @@
  * sequences runs as padded segments (zoo.policies.recurrent.Segments) or step by step.
  *
  * Arrays are float32, C-contiguous, passed as addresses (tensor.data_ptr()) with their sizes: the Python wrapper
- * (recurrent_scan.py) allocates and checks every one; nothing here is called from elsewhere. Layouts:
+ * (recurrent_kernels.py) allocates and checks every one; nothing here is called from elsewhere. Layouts:
  *   LSTM gates in torch's order i, f, g, o (G = 4H); GRU in r, z, n (G = 3H).
  *   xproj (T, B, G) rows S apart (S >= G: several cores' projections side by side), and so dgates / dx; or x
  *   (T, B, K) with w_in (K, G) = W_ih transposed and bias (G);

@@ -128,8 +128,9 @@ def prepare_compiler() -> None:
         return
     _point_inductor_at_cache()
     torch_internals.configure_dynamo()
-    from . import matmul
+    from . import matmul, recurrent_ops
 
+    recurrent_ops.register()  # a recurrent core's loops as custom ops, made before anything is traced
     matmul.lower_for_inductor()
     matmul.fp32_products()  # decided now, outside any traced code
     _compiler_prepared = True

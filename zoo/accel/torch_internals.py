@@ -48,6 +48,10 @@ def configure_dynamo() -> None:
     and acting), more in a process that builds many policies (tests, tuning)."""
     config = importlib.import_module("torch._dynamo").config
     config.trace_autograd_ops = True
+    # a recurrent core's nn.LSTM / nn.GRU is read for its parameters only (the loops run as custom ops,
+    # zoo.accel.recurrent_ops); without this dynamo refuses to wrap the module at all
+    if hasattr(config, "allow_rnn"):
+        config.allow_rnn = True
     config.recompile_limit = max(config.recompile_limit, 64)
     config.accumulated_recompile_limit = max(config.accumulated_recompile_limit, 1024)
 

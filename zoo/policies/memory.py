@@ -24,7 +24,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from ..accel import recurrent_scan
 from ..accel.numpy_memory import NumpyMemoryActor
+from ..accel.settings import settings
 from ..config.schema import Field
 from ..data import Rollout
 from ..errors import ConfigError
@@ -243,6 +245,30 @@ class MemoryLearning:
         recurrent policy ``minibatch_size // sequence_length`` chunks (at least one)."""
         size = int(self.cfg.minibatch_size)
         return max(1, size // int(self.cfg.sequence_length)) if self.recurrent else size
+
+    def learning_rows(self, samples: int) -> int:
+        """The learning columns' rows for a batch of ``samples`` samples: the samples, or for a recurrent learner on
+        chunks ``samples // sequence_length`` chunks (a fixed count: autoreset steps stay inside them, marked
+        invalid, where a feed-forward learner's columns drop them)."""
+        if self.recurrent and self.learns_in_chunks:
+            return samples // int(self.cfg.sequence_length)
+        return samples
+
+    def memory_compile_problem(self) -> str | None:
+        """Why this policy's update cannot be compiled (``policy.compile``) because of its memory, or None: a compiled
+        recurrent update traces zoo's loops as custom ops (``zoo.accel.recurrent_ops``), which run float32 on the
+        CPU where they are built and on; burn-in re-runs a data-dependent number of steps per chunk."""
+        if not self.recurrent:
+            return None
+        if self.device.type != "cpu":
+            return f"a recurrent update compiles on the CPU only (zoo's loops run there), not {self.device.type}"
+        if not recurrent_scan.available():
+            return "zoo's recurrent loops (zoo.accel._crecurrent) are not built, and a recurrent update compiles them"
+        if not settings().recurrent_kernel:
+            return "accel.recurrent_kernel is off, and a recurrent update compiles zoo's loops"
+        if self.learns_in_chunks and int(self.cfg.get("burn_in", 0)):
+            return "policy.burn_in re-runs a data-dependent number of steps before each chunk (no fixed graph)"
+        return None
 
     def gather(self, columns: dict[str, torch.Tensor], index: torch.Tensor | None,
                moments: tuple[torch.Tensor, torch.Tensor] | None, scheduled: dict[str, Any]) -> dict[str, Any]:

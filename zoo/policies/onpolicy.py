@@ -13,8 +13,9 @@ the step was skipped). ``OnPolicyLearning.learn`` does the rest, the same for ev
 - the minibatch: the columns at its rows (``gather``), advantages normalised where ``normalize_advantage`` (over
   every learner's samples on ``parallel_sync``: one ``ctx.sum`` for all minibatches);
 - each update eager, or compiled where ``policy.compile`` says so (``zoo.accel.onpolicy``): one graph for batches of
-  the planned size, the rest eager; data-parallel learners always eager, their gradients averaged by the ``sync``
-  hook of ``minimize``;
+  the planned size (``learning_rows``: samples, or a recurrent learner's chunks, whose count of valid steps the
+  graph takes as a traced size), the rest eager; data-parallel learners always eager, their gradients averaged by
+  the ``sync`` hook of ``minimize``;
 - an early stop after any update (``stop_updates``: PPO's target KL);
 - the metrics, read once per call: the mean of each over the updates, then ``learn_metrics``.
 
@@ -56,6 +57,9 @@ def normalize_advantage(advantage: torch.Tensor, ctx: LearnContext | None = None
     """
     if ctx is not None and ctx.world_size > 1:
         return normalize_with(advantage, advantage_moments(advantage, [None], ctx)[0])
+    if torch.compiler.is_compiling():  # the count may be a traced size (a recurrent minibatch's valid steps)
+        normalized = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        return torch.where(torch.full((), advantage.numel()) < 2, advantage, normalized)
     if advantage.numel() < 2:
         return advantage
     return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
@@ -119,7 +123,7 @@ class OnPolicyLearning:
     compile_auto_min_updates: ClassVar[int | None] = None
     compiled_step: CompiledStep | None = None
     compile_reason: str = "not planned (a pipeline that plans calls plan_learning)"
-    planned_samples: int | None = None
+    planned_rows: int | None = None  # the learning columns' rows in a planned learn call (plan_learning)
 
     # Provided by ActorCriticPolicy (and Policy).
     cfg: Any
@@ -129,6 +133,9 @@ class OnPolicyLearning:
     optimizer: Any
     learner_state: Any
     update_learning_rate: Any
+    minibatch_units: Any
+    learning_rows: Any
+    memory_compile_problem: Any
 
     # -- what a learner writes or overrides -----------------------------------------------------------------
     def update(self, batch: dict[str, Any], ctx: LearnContext) -> dict[str, torch.Tensor]:
@@ -202,7 +209,7 @@ class OnPolicyLearning:
         compiling = self.compiling(ctx) and shared is None  # the compiled step (zoo.accel.onpolicy)
         scheduled = self.schedule(ctx)
         if compiling:  # the graph's inputs: one shape in every call, scheduled scalars as tensors
-            padded = {name: pad_rows(column, self.planned_samples) for name, column in columns.items()}
+            padded = {name: pad_rows(column, self.planned_rows) for name, column in columns.items()}
             step_scheduled = {key: torch.tensor(value, device=self.device) for key, value in scheduled.items()}
         names: tuple[str, ...] = ()
         rows = []
@@ -229,21 +236,21 @@ class OnPolicyLearning:
         """Whether a minibatch has the shape the compiled graph is made for (one graph per shape would recompile
         for every odd size): the whole batch of the planned size, or a full minibatch."""
         if index is None:
-            return count == self.planned_samples
-        return len(index) == self.cfg.get("minibatch_size", -1)
+            return count == self.planned_rows
+        return len(index) == self.minibatch_units()
 
     # -- compiling ------------------------------------------------------------------------------------------
     def plan_learning(self, calls: int | None, samples: int) -> None:
         """Called by the pipeline once it knows the run's plan: ``calls`` learn calls (None: unknown), each on
         ``samples`` samples (a rollout's, or a batch of unrolls'); decides ``policy.compile``."""
-        self.planned_samples = samples
+        self.planned_rows = self.learning_rows(samples)
         requested = self.cfg.get("compile", "off")
         name = type(self).__name__
-        if getattr(self, "recurrent", False) and requested != "off":  # zoo.policies.memory
+        problem = self.memory_compile_problem() if requested != "off" else None  # zoo.policies.memory
+        if problem is not None:
             if requested == "on":
-                raise ConfigError(f"policy.compile=on, but {name} has memory (policy.recurrent) and its update runs "
-                                  f"eager: set policy.compile=off or auto")
-            self.compiled_step, self.compile_reason = None, "auto: a recurrent policy's update runs eager"
+                raise ConfigError(f"policy.compile=on, but {problem}: set policy.compile=off or auto")
+            self.compiled_step, self.compile_reason = None, f"auto: {problem}"
             return
         updates = None if calls is None else self.planned_updates(calls, samples)
         compile_step, self.compile_reason = resolve_onpolicy_compile(

@@ -97,5 +97,6 @@ class PPOPolicy(ActorCriticPolicy):
         return {"updates": float(updates)}
 
     def planned_updates(self, calls: int, samples: int) -> int:
-        """``epochs`` passes of ``ceil(samples / minibatch_size)`` minibatch updates per learn call."""
-        return calls * self.cfg.epochs * math.ceil(samples / self.cfg.minibatch_size)
+        """``epochs`` passes of ``ceil(samples / minibatch_size)`` minibatch updates per learn call (a recurrent
+        learner's: of its chunks in minibatches of ``minibatch_units()``)."""
+        return calls * self.cfg.epochs * math.ceil(self.learning_rows(samples) / self.minibatch_units())

@@ -122,11 +122,11 @@ class RecurrentCore(nn.Module):
     def uses_loops(self, x: torch.Tensor, episode_start: torch.Tensor | None, final: bool) -> bool:
         """Whether ``forward`` runs ``zoo.accel.recurrent_scan``'s loops on ``x`` (where they apply, at a size where
         they are faster, or where torch's module would step one step at a time: the memory after the last step
-        wanted with episodes starting inside)."""
+        wanted with episodes starting inside; in a compiled step at any size)."""
         if not recurrent_scan.applies(x):
             return False
-        if recurrent_scan.fits(self.kind, self.hidden, x.shape[1]):
-            return True
+        if torch.compiler.is_compiling() or recurrent_scan.fits(self.kind, self.hidden, x.shape[1]):
+            return True  # a compiled step traces the loops (custom ops) at any size: torch's path branches on data
         return final and episode_start is not None and x.shape[0] > 1 and bool(episode_start[1:].any())
 
     def run_segments(self, segments: Segments, memory: torch.Tensor) -> torch.Tensor:
