@@ -143,10 +143,11 @@ def compiler_present(monkeypatch):
 CARTPOLE = gym.make("CartPole-v1")
 
 
-def _policy(cls=PPOPolicy, mode: str = "on", samples: int | None = 64, calls: int = 10**4, **config):
+def _policy(cls=PPOPolicy, mode: str = "on", samples: int | None = 64, calls: int = 10**4, spaces: gym.Env = CARTPOLE,
+            **config):
     base = {"recurrent": "lstm", "recurrent_size": 8, "hidden_sizes": [8], "sequence_length": 8,
             "minibatch_size": 32, "compile": mode}
-    policy = new_policy(cls, CARTPOLE.observation_space, CARTPOLE.action_space, **{**base, **config})
+    policy = new_policy(cls, spaces.observation_space, spaces.action_space, **{**base, **config})
     if samples is not None:
         policy.plan_learning(calls, samples)
     return policy
@@ -201,10 +202,10 @@ needs_compiler = pytest.mark.skipif(compiler_status() is not None, reason=f"torc
                                                                           f"{compiler_status()}")
 
 
-def _batches(policy, count: int, envs: int = 4, steps: int = 16) -> list:
-    """Rollouts of CartPole episodes cut at 5 steps: episode starts and autoreset steps inside every chunk, and a
+def _batches(policy, count: int, envs: int = 4, steps: int = 16, env: str = "CartPole-v1") -> list:
+    """Rollouts of ``env``'s episodes cut at 5 steps: episode starts and autoreset steps inside every chunk, and a
     different number of valid steps in each minibatch."""
-    collector = VectorCollector("CartPole-v1", envs, seed=3, vector_mode="sync", max_episode_steps=5)
+    collector = VectorCollector(env, envs, seed=3, vector_mode="sync", max_episode_steps=5)
     try:
         return [policy.process_rollout(collector.rollout(policy, steps)) for _ in range(count)]
     finally:
@@ -217,12 +218,16 @@ def _flat(policy) -> torch.Tensor:
 
 @pytest.mark.slow  # compiles one graph per learner: 15-25 s each here
 @needs_compiler
-@pytest.mark.parametrize("cls,kind", [(PPOPolicy, "lstm"), (A2CPolicy, "gru")])
-def test_compiled_recurrent_updates_agree_with_eager_without_recompiling_and_resume_exactly(cls, kind):
+@pytest.mark.parametrize("cls,kind,env", [(PPOPolicy, "lstm", "CartPole-v1"), (A2CPolicy, "gru", "CartPole-v1"),
+                                          (PPOPolicy, "gru", "Pendulum-v1")])
+def test_compiled_recurrent_updates_agree_with_eager_without_recompiling_and_resume_exactly(cls, kind, env):
     config = {"recurrent": kind, "sequence_length": 4, "minibatch_size": 16, "epochs": 3} if cls is PPOPolicy else {
         "recurrent": kind, "sequence_length": 4}
-    eager, compiled = (_policy(cls, mode, 64, **config) for mode in ("off", "on"))
-    batches = _batches(eager, 6)
+    if env != "CartPole-v1":  # Gaussian actions, one core of two layers for actor and critic
+        config.update(recurrent_shared=True, recurrent_layers=2)
+    spaces = gym.make(env)
+    eager, compiled = (_policy(cls, mode, 64, spaces=spaces, **config) for mode in ("off", "on"))
+    batches = _batches(eager, 6, env=env)
     valid = {int(batch.valid.sum()) for batch in batches}
     assert len(valid) > 1 and max(valid) < 64  # autoreset steps dropped: the traced count differs between calls
     graphs = counters["stats"]["unique_graphs"]
@@ -244,7 +249,7 @@ def test_compiled_recurrent_updates_agree_with_eager_without_recompiling_and_res
     assert ((_flat(eager) - _flat(compiled)).norm() / _flat(eager).norm()) < 1e-5
     state, rng = copy.deepcopy(compiled.state_dict()), torch.get_rng_state()
     unbroken = learn(compiled, range(6, 9))
-    resumed = _policy(cls, "on", 64, **config)
+    resumed = _policy(cls, "on", 64, spaces=spaces, **config)
     resumed.load_state_dict(state)
     torch.set_rng_state(rng)
     assert learn(resumed, range(6, 9)) == unbroken
