@@ -4,7 +4,9 @@ Overview:
     ``--updates``: in this process, one thread, for each learner on its config's shapes -- PPO on Hopper-v5's
     (obs 11, actions 3, 64x64, a 2048-step rollout of one env with two autoreset steps, 10 epochs of 64-sample
     minibatches), A2C on a2c_pendulum's (8 envs x 8 steps, gSDE), IMPALA on impala_pendulum's (2 unrolls of 16 steps
-    x 8 envs) -- two policies built alike, one eager and one compiled, call ``learn`` on the same batches in turn
+    x 8 envs), and PPO with memory on ppo_lstm_cartpole_novel's (8 envs x 32 steps of CartPoleNoVel-v1 collected by
+    the policy, episode starts inside the chunks; 20 epochs of one 256-sample minibatch) with an LSTM, a GRU and no
+    core -- two policies built alike, one eager and one compiled, call ``learn`` on the same batches in turn
     (``--rounds`` rounds of ``--calls`` calls each); prints the compile seconds and the median ms per gradient
     update of each, and their ratio.
 
@@ -17,7 +19,7 @@ Overview:
     The rest (collection, evaluation) depends on what was learned (episode lengths), which differs between runs
     once rounding has made them diverge: the seconds in ``learn`` are the like-for-like part.
 
-    taskset -c 1 python benchmarks/onpolicy_compile_bench.py --updates
+    taskset -c 1 python benchmarks/onpolicy_compile_bench.py --updates [--cases ppo_lstm_novel ppo_none_novel]
     python benchmarks/onpolicy_compile_bench.py --runs --steps 200000 --pairs 2 --cpu 1
 """
 
@@ -46,18 +48,20 @@ from zoo.config.resolve import resolve_config  # noqa: E402
 from zoo.data import Rollout, Unroll  # noqa: E402
 from zoo.policies import A2CPolicy, ImpalaPolicy, LearnContext, PPOPolicy  # noqa: E402
 
-CONFIGS = {name: ROOT / "configs" / f"{name}.py" for name in ("ppo_hopper", "impala_pendulum", "a2c_pendulum")}
+CONFIGS = {name: ROOT / "configs" / f"{name}.py"
+           for name in ("ppo_hopper", "impala_pendulum", "a2c_pendulum", "ppo_lstm_cartpole_novel")}
 
 
 # -- per update, in this process ---------------------------------------------------------------------------------
 def build(cls: type, config: Path, compile_mode: str, obs_dim: int, action_dim: int, calls: int,
-          samples: int) -> object:
-    """A policy of ``config``'s policy section on Box spaces, planned for ``calls`` learn calls of ``samples``."""
+          samples: int, **overrides: object) -> object:
+    """A policy of ``config``'s policy section on Box spaces (``action_dim`` 0: two discrete actions), planned for
+    ``calls`` learn calls of ``samples``."""
     cfg = resolve_config(load_config_file(config)).policy
-    cfg = EasyDict({**cfg, "compile": compile_mode})
+    cfg = EasyDict({**cfg, "compile": compile_mode, **overrides})
     torch.manual_seed(0)
-    policy = cls(cfg, gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32),
-                 gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32), torch.device("cpu"))
+    actions = gym.spaces.Discrete(2) if action_dim == 0 else gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
+    policy = cls(cfg, gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32), actions, torch.device("cpu"))
     policy.plan_learning(calls, samples)
     return policy
 
@@ -96,8 +100,23 @@ def synthetic_unroll(policy: object, steps: int, envs: int, obs_dim: int) -> Unr
                   truncated=truncated, valid=valid, behaviour={"policy_output": packed}, policy_version=0)
 
 
-def time_updates(rounds: int, calls: int) -> None:
+def collected_rollout(policy: object, steps: int, envs: int) -> Rollout:
+    """A rollout of CartPoleNoVel-v1 collected by ``policy`` (memory and episode starts included), processed."""
+    from zoo.pipelines.collector import VectorCollector
+
+    collector = VectorCollector("CartPoleNoVel-v1", envs, seed=1, vector_mode="sync")
+    try:
+        return policy.process_rollout(collector.rollout(policy, steps))
+    finally:
+        collector.close()
+
+
+UPDATE_CASES = ("ppo_hopper", "a2c_pendulum", "impala_pendulum", "ppo_lstm_novel", "ppo_gru_novel", "ppo_none_novel")
+
+
+def time_updates(rounds: int, calls: int, names: list[str]) -> None:
     torch.set_num_threads(1)
+    novel = ROOT / "configs" / "ppo_lstm_cartpole_novel.py"
     cases = {
         # name: (class, config, obs dim, action dim, batch maker, updates per learn call)
         "ppo_hopper": (PPOPolicy, ROOT / "configs" / "ppo_hopper.py", 11, 3,
@@ -106,12 +125,18 @@ def time_updates(rounds: int, calls: int) -> None:
                          lambda p: synthetic_rollout(p, 8, 8, 3, 0), 1),
         "impala_pendulum": (ImpalaPolicy, ROOT / "configs" / "impala_pendulum.py", 3, 1,
                             lambda p: synthetic_unroll(p, 16, 16, 3), 1),
+        **{f"ppo_{kind}_novel": (PPOPolicy, novel, 2, 0, lambda p: collected_rollout(p, 32, 8), None, kind)
+           for kind in ("lstm", "gru", "none")},
     }
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpu: {cpu_model()}")
-    for name, (cls, config, obs_dim, action_dim, make, per_call) in cases.items():
-        batch = make(build(cls, config, "off", obs_dim, action_dim, 1, 1))
+    for name, (cls, config, obs_dim, action_dim, make, per_call, *kind) in cases.items():
+        if name not in names:
+            continue
+        memory = {"recurrent": kind[0]} if kind else {}
+        batch = make(build(cls, config, "off", obs_dim, action_dim, 1, 1, **memory))
         samples = int(batch.reward.numel())
-        policies = {mode: build(cls, config, mode, obs_dim, action_dim, 10**4, samples) for mode in ("off", "on")}
+        policies = {mode: build(cls, config, mode, obs_dim, action_dim, 10**4, samples, **memory)
+                    for mode in ("off", "on")}
         start = time.perf_counter()
         first = policies["on"].learn(batch, LearnContext(progress=0.0))  # compiles
         compile_seconds = time.perf_counter() - start
@@ -164,6 +189,8 @@ def child_run(config: str, mode: str, steps: int | None, seed: int, runs: str, t
     overrides = [f"runs_dir={runs}", f"policy.compile={mode}", "torch_threads=1", f"seed={seed}", f"exp_name={tag}"]
     if steps is not None:
         overrides.append(f"pipeline.max_env_steps={steps}")
+    if "novel" in str(config):  # the whole budget, solved or not
+        overrides.append("pipeline.stop_return=null")
     begin = time.perf_counter()
     summary = train(config, overrides)
     wall = time.perf_counter() - begin
@@ -220,6 +247,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=5, help="about this many x 320 updates per round (--updates)")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--cases", nargs="+", default=list(UPDATE_CASES), choices=UPDATE_CASES,
+                        help="the learners timed by --updates")
     parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the config's)")
     parser.add_argument("--pairs", type=int, default=2, help="eager/compiled pairs per config (--runs)")
     parser.add_argument("--cpu", type=int, default=1)
@@ -234,7 +263,7 @@ def main() -> None:
     if not (args.updates or args.runs):
         parser.error("say --updates, --runs or both")
     if args.updates:
-        time_updates(args.rounds, args.calls)
+        time_updates(args.rounds, args.calls, args.cases)
     if args.runs:
         time_runs(args.configs, args.steps, args.pairs, args.cpu, args.cold_cache)
 

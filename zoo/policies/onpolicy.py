@@ -252,6 +252,11 @@ class OnPolicyLearning:
                 raise ConfigError(f"policy.compile=on, but {problem}: set policy.compile=off or auto")
             self.compiled_step, self.compile_reason = None, f"auto: {problem}"
             return
+        if requested == "auto" and getattr(self, "recurrent", False):
+            # measured: whole recurrent runs of 30k+ updates level with eager from a cold cache (docs/speed.md)
+            self.compiled_step, self.compile_reason = None, ("auto: a recurrent update's compiled step did not make "
+                                                             "whole runs faster (docs/speed.md)")
+            return
         updates = None if calls is None else self.planned_updates(calls, samples)
         compile_step, self.compile_reason = resolve_onpolicy_compile(
             requested, self.compilable and not self.acting_only, updates, self.compile_auto_min_updates,
