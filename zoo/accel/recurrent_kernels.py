@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,9 +38,22 @@ if _crecurrent is not None and getattr(_crecurrent, "VERSION", None) != _VERSION
 # Inputs of at most this many features are projected inside the loops, step by step (bias + x_t @ W_ih^T): no
 # (T, B, gates) projection is made first and read back (docs/speed.md); wider inputs are projected by torch first.
 STEP_INPUTS = 256
-# Per core: the tensors a layer node takes after its state(s) (W_ih, W_hh, b_ih, b_hh), and its records.
-LSTM_RECORDS = ("hprev", "cprev", "gates", "tanhc")
-GRU_RECORDS = ("hprev", "parts")
+# Per core: what its forward records for the backward (``gates`` and ``parts`` (T, B, 4H), the rest (T, B, H)).
+RECORDS = {"lstm": ("hprev", "cprev", "gates", "tanhc"), "gru": ("hprev", "parts")}
+# Per core, the tensors a layer node takes: its state(s) (an LSTM's h and c, a GRU's h), W_ih, W_hh, b_ih, b_hh.
+CORE_TENSORS = {"lstm": 6, "gru": 5}
+
+
+def cores_of(kind: str, n: int, tensors: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, ...]]:
+    """A layer node's tensors after ``x``, ``keep``, ``n`` and ``final``, per core (``CORE_TENSORS``)."""
+    per = CORE_TENSORS[kind]
+    return [tuple(tensors[per * k: per * (k + 1)]) for k in range(n)]
+
+
+def weights_of(kind: str, cores: list[tuple[torch.Tensor, ...]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The cores' ``W_ih`` and ``W_hh`` (after their state(s))."""
+    first = CORE_TENSORS[kind] - 4
+    return [core[first] for core in cores], [core[first + 1] for core in cores]
 
 
 def available() -> bool:
@@ -157,7 +171,7 @@ def lstm_forward(x: torch.Tensor, keep: torch.Tensor, final: bool,
                  cores: list[tuple[torch.Tensor, ...]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """One LSTM layer of the cores (each ``(h0, c0, W_ih, W_hh, b_ih, b_hh)``) over the same ``x`` ``(T, B, in)``,
     resets where ``keep`` ``(T, B)`` is 0: per core ``out (T, B, H)`` (and ``h, c (B, H)`` where ``final``), and per
-    core its records ``LSTM_RECORDS`` for ``lstm_backward``."""
+    core its ``RECORDS`` for ``lstm_backward``."""
     steps, batch = x.shape[:2]
     hidden = cores[0][3].shape[1]
     width, n = 4 * hidden, len(cores)
@@ -203,7 +217,7 @@ def lstm_backward(grads: list[torch.Tensor | None], x: torch.Tensor, keep: torch
 def gru_forward(x: torch.Tensor, keep: torch.Tensor, final: bool,
                 cores: list[tuple[torch.Tensor, ...]]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """One GRU layer of the cores (each ``(h0, W_ih, W_hh, b_ih, b_hh)``), as ``lstm_forward``: per core ``out`` (and
-    ``h`` where ``final``), and per core its records ``GRU_RECORDS``. The projection holds ``b_ih`` and ``b_hh``'s r
+    ``h`` where ``final``), and per core its ``RECORDS``. The projection holds ``b_ih`` and ``b_hh``'s r
     and z parts; ``b_hh``'s n part goes to the loop."""
     steps, batch = x.shape[:2]
     hidden = cores[0][2].shape[1]

@@ -6,9 +6,9 @@ reaches the loops through two custom ops instead, ``zoo::recurrent_layers`` (one
 backward), each with a fake (meta) form giving the shapes, and an autograd formula joining the two. The graph then
 holds the loops as two opaque calls and everything around them (the heads, the loss, the optimiser) as inductor's
 code. Eager learning keeps the ``autograd.Function`` nodes of ``zoo.accel.recurrent_scan``: the same kernels, without
-a custom op's dispatch (about 0.5 ms an update here). ``register()`` makes the ops, once per process, before
-anything is traced (``zoo.accel.settings.prepare_compiler`` calls it): a process that never compiles does not pay
-for them.
+a custom op's dispatch (run eagerly, the ops took 0.46-0.51 ms more per layer's forward and backward here).
+``register()`` makes the ops, once per process, before anything is traced (``zoo.accel.settings.prepare_compiler``
+calls it): a process that never compiles does not pay for them.
 """
 
 from __future__ import annotations
@@ -23,29 +23,18 @@ from . import recurrent_kernels as kernels
 
 __all__ = ["layers", "register"]
 
-_RECORDS = {"lstm": kernels.LSTM_RECORDS, "gru": kernels.GRU_RECORDS}
-_PER_CORE = {"lstm": 6, "gru": 5}  # a core's tensors: its state(s), W_ih, W_hh, b_ih, b_hh
-
-
 def layers(kind: str, x: Tensor, keep: Tensor, n: int, final: bool, tensors: Sequence[Tensor]) -> list[Tensor]:
     """One ``kind`` layer of ``n`` cores through the custom op: what ``recurrent_scan``'s layer node returns (per
     core ``out``, then its final state(s) where ``final``)."""
-    per = (3 if kind == "lstm" else 2) if final else 1
     if _forward is None:
         raise RuntimeError("zoo's recurrent custom ops are not registered: call zoo.accel.recurrent_ops.register() "
                            "before compiling")
-    return _forward(kind, x, keep, n, final, list(tensors))[: n * per]
+    return _forward(kind, x, keep, n, final, list(tensors))[: n * _outputs(kind, final)]
 
 
-def _weights(kind: str, n: int, tensors: Sequence[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
-    """The cores' ``W_ih`` and ``W_hh`` among a layer's tensors."""
-    per, first = _PER_CORE[kind], _PER_CORE[kind] - 4
-    return ([tensors[per * k + first] for k in range(n)], [tensors[per * k + first + 1] for k in range(n)])
-
-
-def _cores(kind: str, n: int, tensors: Sequence[Tensor]) -> list[tuple[Tensor, ...]]:
-    per = _PER_CORE[kind]
-    return [tuple(tensors[per * k: per * (k + 1)]) for k in range(n)]
+def _outputs(kind: str, final: bool) -> int:
+    """A core's outputs: ``out``, then its final state(s) where ``final``."""
+    return (3 if kind == "lstm" else 2) if final else 1
 
 
 _forward: Any = None  # the forward op, once registered
@@ -64,20 +53,20 @@ def _ops() -> Any:
     def forward(kind: str, x: Tensor, keep: Tensor, n: int, final: bool, tensors: list[Tensor]) -> list[Tensor]:
         kernels.check(x, keep, *tensors)
         run = kernels.lstm_forward if kind == "lstm" else kernels.gru_forward
-        outputs, records = run(x, keep, final, _cores(kind, n, tensors))
+        outputs, records = run(x, keep, final, kernels.cores_of(kind, n, tensors))
         return outputs + records
 
     @forward.register_fake
     def _(kind: str, x: Tensor, keep: Tensor, n: int, final: bool, tensors: list[Tensor]) -> list[Tensor]:
         steps, batch = x.shape[:2]
-        hidden = _weights(kind, n, tensors)[1][0].shape[1]
+        hidden = kernels.weights_of(kind, kernels.cores_of(kind, n, tensors))[1][0].shape[1]  # W_hh (G, H)
         finals = (2 if kind == "lstm" else 1) if final else 0
         outputs = []
         for _ in range(n):
             outputs += [x.new_empty(steps, batch, hidden), *(x.new_empty(batch, hidden) for _ in range(finals))]
         for _ in range(n):
             outputs += [x.new_empty(steps, batch, 4 * hidden if name in ("gates", "parts") else hidden)
-                        for name in _RECORDS[kind]]
+                        for name in kernels.RECORDS[kind]]
         return outputs
 
     @torch.library.custom_op("zoo::recurrent_layers_backward", mutates_args=())
@@ -103,19 +92,17 @@ def _ops() -> Any:
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: list[Tensor]) -> None:
         kind, x, keep, n, final, tensors = inputs
-        w_ihs, w_hhs = _weights(kind, n, tensors)
-        per = (3 if kind == "lstm" else 2) if final else 1
+        w_ihs, w_hhs = kernels.weights_of(kind, kernels.cores_of(kind, n, tensors))
         ctx.kind, ctx.n, ctx.final = kind, n, final
-        ctx.save_for_backward(x, keep, *w_ihs, *w_hhs, *output[n * per:])
+        ctx.save_for_backward(x, keep, *w_ihs, *w_hhs, *output[n * _outputs(kind, final):])
 
     def grads_of(ctx: Any, grads: list[Tensor | None]) -> tuple[Any, ...]:
         kind, n, final = ctx.kind, ctx.n, ctx.final
         x, keep, *rest = ctx.saved_tensors
-        per = (3 if kind == "lstm" else 2) if final else 1
         need_x = bool(ctx.needs_input_grad[1])
-        result = backward(kind, list(grads[: n * per]), x, keep, final, need_x, rest[:n], rest[n: 2 * n],
-                          rest[2 * n:])
-        own = 3
+        result = backward(kind, list(grads[: n * _outputs(kind, final)]), x, keep, final, need_x, rest[:n],
+                          rest[n: 2 * n], rest[2 * n:])
+        own = 3  # a core's own gradients: an LSTM's h0, c0 and W_hh, a GRU's h0, W_hh and b_hh
         laid_out = kernels.LayerGrads(result[0] if need_x else None, result[1], result[2],
                                       [result[3 + own * k: 3 + own * (k + 1)] for k in range(n)])
         return None, laid_out.x, None, None, None, kernels.layer_grads(kind, laid_out)

@@ -64,14 +64,12 @@ class _Layers(torch.autograd.Function):
     def forward(ctx: Any, kind: str, x: torch.Tensor, keep: torch.Tensor, n: int, final: bool,
                 *tensors: torch.Tensor) -> tuple[Any, ...]:
         kernels.check(x, keep, *tensors)
-        per = 6 if kind == "lstm" else 5
-        cores = [tensors[per * k: per * (k + 1)] for k in range(n)]
+        cores = kernels.cores_of(kind, n, tensors)
         run = kernels.lstm_forward if kind == "lstm" else kernels.gru_forward
         outputs, records = run(x, keep, final, cores)
-        first = per - 4  # a core's W_ih after its state(s)
+        w_ihs, w_hhs = kernels.weights_of(kind, cores)
         ctx.kind, ctx.n, ctx.final = kind, n, final
-        ctx.save_for_backward(x, keep, *(core[first] for core in cores), *(core[first + 1] for core in cores),
-                              *records)
+        ctx.save_for_backward(x, keep, *w_ihs, *w_hhs, *records)
         return tuple(outputs)
 
     @staticmethod

@@ -252,7 +252,7 @@ class MemoryLearning:
         invalid, where a feed-forward learner's columns drop them)."""
         if self.recurrent and self.learns_in_chunks:
             return samples // int(self.cfg.sequence_length)
-        return samples
+        return super().learning_rows(samples)  # type: ignore[misc]
 
     def memory_compile_problem(self) -> str | None:
         """Why this policy's update cannot be compiled (``policy.compile``) because of its memory, or None: a compiled

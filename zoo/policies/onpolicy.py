@@ -134,7 +134,6 @@ class OnPolicyLearning:
     learner_state: Any
     update_learning_rate: Any
     minibatch_units: Any
-    learning_rows: Any
     memory_compile_problem: Any
 
     # -- what a learner writes or overrides -----------------------------------------------------------------
@@ -151,6 +150,11 @@ class OnPolicyLearning:
         if "action_mask" in samples:  # the env's action masks: the update masks its logits alike
             columns["action_mask"] = samples["action_mask"]
         return columns
+
+    def learning_rows(self, samples: int) -> int:
+        """How many rows ``learning_columns`` holds for a batch of ``samples`` samples when none is dropped (default:
+        ``samples``; a recurrent learner's chunks): the compiled step's planned shape."""
+        return samples
 
     def samples_in(self, columns: dict[str, torch.Tensor]) -> int:
         """How many samples the columns hold (default: the length of their first axis)."""
