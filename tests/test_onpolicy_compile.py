@@ -208,9 +208,12 @@ def test_ppo_compiled_and_eager_agree_over_hundreds_of_minibatch_updates_and_res
     eager, compiled = (policy_of(PPOPolicy, BOX, mode, samples=64, **settings) for mode in ("off", "on"))
     reference = policy_of(PPOPolicy, BOX, "off", **settings)  # acts and values the batches, learns nothing
     # Rollouts of 32 x 2 steps that drop 0, 1 or 3 autoreset steps: the last minibatch of an epoch is then shorter
-    # (it runs eager), and the compiled step's inputs are padded to one shape.
+    # (13-16 samples: a dynamic size of the same graph), and the compiled step's inputs are padded to one shape.
     drops = [(), ((5, 0),), ((3, 0), (20, 1), (30, 1)), ((9, 1),)]
     graphs = counters["stats"]["unique_graphs"]
+    eager_calls = []
+    step = compiled._step  # the compiled graph keeps the step it was built from; learn's eager path calls this
+    compiled._step = lambda *args, **kwargs: eager_calls.append(1) or step(*args, **kwargs)
 
     def learn(policy, calls: range) -> list[dict]:
         rows = []
@@ -225,6 +228,7 @@ def test_ppo_compiled_and_eager_agree_over_hundreds_of_minibatch_updates_and_res
     assert compiled.compiled_step.active, compiled.compiled_step.failure
     assert compiled.environment_record()["compile_graphs"] == 1
     assert counters["stats"]["unique_graphs"] - graphs == 1  # no recompile for the rollouts' different sizes
+    assert not eager_calls  # the shorter minibatches ran in the graph too
     assert_agree(eager_rows, compiled_rows, eager, compiled)
     state, rng = copy.deepcopy(compiled.state_dict()), torch.get_rng_state()
     unbroken = learn(compiled, range(8, 11))

@@ -4,9 +4,11 @@ The on-policy family base (``zoo.policies.onpolicy``) runs each learner's one sy
 compiled graph (``CompiledStep``): PPO's minibatch update (the minibatch indexed out of the rollout's columns,
 advantage normalisation, forward, clipped losses, gradient, Adam), A2C's rollout update, IMPALA's V-trace update.
 Data-parallel learners (DPPO, ``parallel_sync``: the gradient all-reduce is a gloo collective) always run eager. One
-graph per run: the rollout's columns are padded to the planned number of samples (``pad_rows``), and only batches
-of the planned size run compiled (PPO: minibatches of ``minibatch_size``; A2C: rollouts without autoreset steps;
-IMPALA: every batch); the rest (PPO's shorter last minibatch of an epoch) run the same update eager.
+graph per run: the rollout's columns are padded to the planned number of samples (``pad_rows``); PPO's minibatches
+run in it whatever their size (its index's length a dynamic dimension: an epoch's shorter last minibatch, one
+minibatch of a rollout's valid samples), except a minibatch of one sample (dynamo specialises that size); a whole
+batch runs compiled at the planned size (A2C: rollouts without autoreset steps; IMPALA: every batch); the rest run
+the same update eager.
 
 One update ran 2-3x faster compiled, but what a whole run gains depends on the share of time spent learning and on
 the compile (``benchmarks/onpolicy_compile_bench.py``; docs/speed.md has the figures). ``auto`` compiles a learner

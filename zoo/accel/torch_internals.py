@@ -77,6 +77,12 @@ def mark_static_address(tensor: torch.Tensor) -> None:
     importlib.import_module("torch._dynamo").mark_static_address(tensor)
 
 
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    """Tell dynamo that ``tensor``'s size along ``dim`` changes between calls: one graph for every size (at least 2;
+    dynamo specialises sizes 0 and 1)."""
+    importlib.import_module("torch._dynamo").mark_dynamic(tensor, dim)
+
+
 def clone_tensors(tree: Any) -> Any:
     """``tree`` (nested dicts, lists, tuples) with every tensor cloned."""
     return torch.utils._pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, tree)

@@ -34,6 +34,7 @@ import torch
 
 from ..accel.compiled import CompiledStep
 from ..accel.onpolicy import ONPOLICY_COMPILE_FIELD, mean_rows, pad_rows, resolve_onpolicy_compile
+from ..accel.torch_internals import mark_dynamic
 from ..errors import ConfigError, NonFiniteError
 from .base import LearnContext
 
@@ -133,7 +134,6 @@ class OnPolicyLearning:
     optimizer: Any
     learner_state: Any
     update_learning_rate: Any
-    minibatch_units: Any
     memory_compile_problem: Any
 
     # -- what a learner writes or overrides -----------------------------------------------------------------
@@ -220,6 +220,8 @@ class OnPolicyLearning:
         for position, index in enumerate(minibatches):
             if compiling and self._planned_shape(index, count):
                 assert self.compiled_step is not None
+                if index is not None:  # one graph for every minibatch size (an epoch's shorter last one too)
+                    mark_dynamic(index, 0)
                 metrics = self.compiled_step("update", padded if index is not None else columns, index,
                                              step_scheduled, ctx)
             else:
@@ -237,11 +239,12 @@ class OnPolicyLearning:
         return {**means, "learning_rate": lr, **self.learn_metrics(len(rows))}
 
     def _planned_shape(self, index: torch.Tensor | None, count: int) -> bool:
-        """Whether a minibatch has the shape the compiled graph is made for (one graph per shape would recompile
-        for every odd size): the whole batch of the planned size, or a full minibatch."""
+        """Whether a minibatch runs in the compiled graph: the whole batch of the planned rows (a batch with dropped
+        autoreset steps runs eager), or a minibatch of at least 2 rows of any size (its size is a dynamic dimension
+        of the one graph: a rollout's valid samples, an epoch's shorter last minibatch)."""
         if index is None:
             return count == self.planned_rows
-        return len(index) == self.minibatch_units()
+        return len(index) >= 2
 
     # -- compiling ------------------------------------------------------------------------------------------
     def plan_learning(self, calls: int | None, samples: int) -> None:
