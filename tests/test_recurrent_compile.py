@@ -198,6 +198,14 @@ def test_compile_on_is_refused_in_one_line_where_a_recurrent_update_cannot_compi
     assert _policy(mode="off", **extra).compile_reason == "policy.compile=off"
 
 
+def test_a_recurrent_update_on_another_device_is_refused_in_one_line(compiler_present):
+    policy = _policy(mode="on", samples=None)
+    policy.device = torch.device("cuda")  # as a CUDA policy reads it (no GPU needed to decide)
+    with pytest.raises(ConfigError, match=r"^policy.compile=on, but a recurrent update compiles on the CPU only .*not "
+                                          r"cuda: set policy.compile=off or auto$"):
+        policy.plan_learning(10**4, 64)
+
+
 # -- compiled against eager (needs a working compiler) ----------------------------------------------------------------
 needs_compiler = pytest.mark.skipif(compiler_status() is not None, reason=f"torch.compile unusable here: "
                                                                           f"{compiler_status()}")

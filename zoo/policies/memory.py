@@ -257,7 +257,8 @@ class MemoryLearning:
     def memory_compile_problem(self) -> str | None:
         """Why this policy's update cannot be compiled (``policy.compile``) because of its memory, or None: a compiled
         recurrent update traces zoo's loops as custom ops (``zoo.accel.recurrent_ops``), which run float32 on the
-        CPU where they are built and on; burn-in re-runs a data-dependent number of steps per chunk."""
+        CPU where the loops are built and ``accel.recurrent_kernel`` is on; burn-in re-runs a data-dependent number
+        of steps per chunk."""
         if not self.recurrent:
             return None
         if self.device.type != "cpu":
