@@ -257,8 +257,7 @@ class MemoryLearning:
     def memory_compile_problem(self) -> str | None:
         """Why this policy's update cannot be compiled (``policy.compile``) because of its memory, or None: a compiled
         recurrent update traces zoo's loops as custom ops (``zoo.accel.recurrent_ops``), which run float32 on the
-        CPU where the loops are built and ``accel.recurrent_kernel`` is on; burn-in re-runs a data-dependent number
-        of steps per chunk."""
+        CPU where the loops are built and ``accel.recurrent_kernel`` is on."""
         if not self.recurrent:
             return None
         if self.device.type != "cpu":
@@ -267,9 +266,20 @@ class MemoryLearning:
             return "zoo's recurrent loops (zoo.accel._crecurrent) are not built, and a recurrent update compiles them"
         if not settings().recurrent_kernel:
             return "accel.recurrent_kernel is off, and a recurrent update compiles zoo's loops"
-        if self.learns_in_chunks and int(self.cfg.get("burn_in", 0)):
-            return "policy.burn_in re-runs a data-dependent number of steps before each chunk (no fixed graph)"
         return None
+
+    def compiled_columns(self, columns: dict[str, torch.Tensor],
+                         index: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """``policy.burn_in`` under a compiled update: the minibatch's chunks' memory burned in eagerly before it
+        (``burned_memory``: its re-runs hold a data-dependent number of steps, no graph of fixed shape) and written
+        into the memory column at their rows; the burn-in columns stay out of the graph, which reads that memory as
+        it reads a stored one. The same weights as the update's: the same memory eager learning makes inside it."""
+        if "burn_obs" not in columns:
+            return super().compiled_columns(columns, index)  # type: ignore[misc]
+        rows = torch.arange(len(columns["memory"]), device=self.device) if index is None else index
+        chunks = {name: columns[name].index_select(0, rows) for name in (*BURN_COLUMNS, "memory", "episode_start")}
+        memory = columns["memory"].index_copy(0, rows, self.burned_memory(chunks))
+        return {**{name: column for name, column in columns.items() if name not in BURN_COLUMNS}, "memory": memory}
 
     def gather(self, columns: dict[str, torch.Tensor], index: torch.Tensor | None,
                moments: tuple[torch.Tensor, torch.Tensor] | None, scheduled: dict[str, Any]) -> dict[str, Any]:

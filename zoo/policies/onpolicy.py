@@ -156,6 +156,12 @@ class OnPolicyLearning:
         ``samples``; a recurrent learner's chunks): the compiled step's planned shape."""
         return samples
 
+    def compiled_columns(self, columns: dict[str, torch.Tensor],
+                         index: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The columns the compiled update reads for the minibatch at ``index``, with what cannot be traced done
+        eagerly before it (default: the columns as they are; a recurrent learner's burn-in)."""
+        return columns
+
     def samples_in(self, columns: dict[str, torch.Tensor]) -> int:
         """How many samples the columns hold (default: the length of their first axis)."""
         return len(next(iter(columns.values())))
@@ -222,8 +228,8 @@ class OnPolicyLearning:
                 assert self.compiled_step is not None
                 if index is not None:  # one graph for every minibatch size (an epoch's shorter last one too)
                     mark_dynamic(index, 0)
-                metrics = self.compiled_step("update", padded if index is not None else columns, index,
-                                             step_scheduled, ctx)
+                step_columns = self.compiled_columns(padded if index is not None else columns, index)
+                metrics = self.compiled_step("update", step_columns, index, step_scheduled, ctx)
             else:
                 metrics = self._step(columns, index, scheduled, ctx, None if shared is None else shared[position])
             names = tuple(metrics)
