@@ -44,6 +44,11 @@ RECORDS = {"lstm": ("hprev", "cprev", "gates", "tanhc"), "gru": ("hprev", "parts
 CORE_TENSORS = {"lstm": 6, "gru": 5}
 
 
+def outputs_per_core(kind: str, final: bool) -> int:
+    """What a layer node returns per core: ``out``, then its final state(s) where ``final`` (an LSTM's ``h, c``)."""
+    return (3 if kind == "lstm" else 2) if final else 1
+
+
 def cores_of(kind: str, n: int, tensors: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, ...]]:
     """A layer node's tensors after ``x``, ``keep``, ``n`` and ``final``, per core (``CORE_TENSORS``)."""
     per = CORE_TENSORS[kind]

@@ -29,12 +29,7 @@ def layers(kind: str, x: Tensor, keep: Tensor, n: int, final: bool, tensors: Seq
     if _forward is None:
         raise RuntimeError("zoo's recurrent custom ops are not registered: call zoo.accel.recurrent_ops.register() "
                            "before compiling")
-    return _forward(kind, x, keep, n, final, list(tensors))[: n * _outputs(kind, final)]
-
-
-def _outputs(kind: str, final: bool) -> int:
-    """A core's outputs: ``out``, then its final state(s) where ``final``."""
-    return (3 if kind == "lstm" else 2) if final else 1
+    return _forward(kind, x, keep, n, final, list(tensors))[: n * kernels.outputs_per_core(kind, final)]
 
 
 _forward: Any = None  # the forward op, once registered
@@ -94,14 +89,15 @@ def _ops() -> Any:
         kind, x, keep, n, final, tensors = inputs
         w_ihs, w_hhs = kernels.weights_of(kind, kernels.cores_of(kind, n, tensors))
         ctx.kind, ctx.n, ctx.final = kind, n, final
-        ctx.save_for_backward(x, keep, *w_ihs, *w_hhs, *output[n * _outputs(kind, final):])
+        ctx.save_for_backward(x, keep, *w_ihs, *w_hhs, *output[n * kernels.outputs_per_core(kind, final):])
 
     def grads_of(ctx: Any, grads: list[Tensor | None]) -> tuple[Any, ...]:
         kind, n, final = ctx.kind, ctx.n, ctx.final
         x, keep, *rest = ctx.saved_tensors
         need_x = bool(ctx.needs_input_grad[1])
-        result = backward(kind, list(grads[: n * _outputs(kind, final)]), x, keep, final, need_x, rest[:n],
-                          rest[n: 2 * n], rest[2 * n:])
+        outputs = n * kernels.outputs_per_core(kind, final)
+        result = backward(kind, list(grads[:outputs]), x, keep, final, need_x, rest[:n], rest[n: 2 * n],
+                          rest[2 * n:])
         own = 3  # a core's own gradients: an LSTM's h0, c0 and W_hh, a GRU's h0, W_hh and b_hh
         laid_out = kernels.LayerGrads(result[0] if need_x else None, result[1], result[2],
                                       [result[3 + own * k: 3 + own * (k + 1)] for k in range(n)])

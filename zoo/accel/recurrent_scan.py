@@ -97,7 +97,7 @@ def _layer(rnns: list[torch.nn.Module], kind: str, x: torch.Tensor, states: list
     for rnn, state in zip(rnns, states, strict=True):
         weights = [getattr(rnn, f"{name}_l{layer}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
         tensors += [state[0][layer], state[1][layer], *weights] if kind == "lstm" else [state[layer], *weights]
-    per = (3 if kind == "lstm" else 2) if final else 1
+    per = kernels.outputs_per_core(kind, final)
     if torch.compiler.is_compiling():  # a compiled learning step traces the loops as custom ops
         outputs = recurrent_ops.layers(kind, x, keep, len(rnns), final, tensors)
     else:

@@ -59,11 +59,11 @@ def normalize_advantage(advantage: torch.Tensor, ctx: LearnContext | None = None
     if ctx is not None and ctx.world_size > 1:
         return normalize_with(advantage, advantage_moments(advantage, [None], ctx)[0])
     if torch.compiler.is_compiling():  # the count may be a traced size (a recurrent minibatch's valid steps)
-        normalized = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        normalized = normalize_with(advantage, (advantage.mean(), advantage.std()))
         return torch.where(torch.full((), advantage.numel()) < 2, advantage, normalized)
     if advantage.numel() < 2:
         return advantage
-    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    return normalize_with(advantage, (advantage.mean(), advantage.std()))
 
 
 def advantage_moments(
